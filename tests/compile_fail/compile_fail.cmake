@@ -1,0 +1,18 @@
+# Compile-fail tests: each source must fail to compile with grove's static_assert message.
+# grove_compile_fail(NAME "expected words")
+function(grove_compile_fail name expected)
+  add_executable(cf_${name} EXCLUDE_FROM_ALL ${CMAKE_CURRENT_SOURCE_DIR}/compile_fail/${name}.cpp)
+  target_link_libraries(cf_${name} PRIVATE grove::grove)
+  add_test(NAME compile_fail_${name}
+           COMMAND ${CMAKE_COMMAND} --build ${CMAKE_BINARY_DIR} --target cf_${name})
+  # The build must fail, and fail for the expected reason.
+  set_tests_properties(compile_fail_${name} PROPERTIES
+    PASS_REGULAR_EXPRESSION "${expected}" LABELS build RESOURCE_LOCK grove_build_tree)
+endfunction()
+
+grove_compile_fail(function_rejects_leaf "grove: the function given to tree_map cannot be called with this leaf")
+grove_compile_fail(node_vs_leaf "grove: the trees' structures differ")
+grove_compile_fail(map_key_type "grove: a std::map is a pytree node only with std::string or integer keys")
+grove_compile_fail(tree_all_arrays "grove: tree_all/tree_any need leaves that convert to bool")
+grove_compile_fail(ravel_mixed_scalars "grove: ravel needs every leaf to be an Eigen array or scalar of one scalar type")
+grove_compile_fail(unflatten_untyped "grove: tree_unflatten needs a TreeDef<T> that knows its C\\+\\+ type")

@@ -1,0 +1,16 @@
+# grove consumed as a user would: through find_package against an installed copy, and through
+# add_subdirectory of the source tree. Each test configures, builds and runs a tiny project.
+set(_consumer_src ${CMAKE_CURRENT_SOURCE_DIR}/consumer)
+set(_consumer_bin ${CMAKE_CURRENT_BINARY_DIR}/consumer)
+add_test(NAME consumer_find_package
+  COMMAND ${CMAKE_COMMAND}
+    -DGROVE_SOURCE_DIR=${PROJECT_SOURCE_DIR} -DWORK_DIR=${_consumer_bin}/find_package
+    -DCONSUMER_DIR=${_consumer_src} -DMODE=find_package -DCXX=${CMAKE_CXX_COMPILER}
+    -P ${_consumer_src}/run_consumer.cmake)
+add_test(NAME consumer_add_subdirectory
+  COMMAND ${CMAKE_COMMAND}
+    -DGROVE_SOURCE_DIR=${PROJECT_SOURCE_DIR} -DWORK_DIR=${_consumer_bin}/add_subdirectory
+    -DCONSUMER_DIR=${_consumer_src} -DMODE=add_subdirectory -DCXX=${CMAKE_CXX_COMPILER}
+    -P ${_consumer_src}/run_consumer.cmake)
+set_tests_properties(consumer_find_package consumer_add_subdirectory PROPERTIES
+  LABELS build PASS_REGULAR_EXPRESSION "consumer ok: PyTreeDef\\(\\(\\*, \\(\\*, \\*\\)\\)\\)")
