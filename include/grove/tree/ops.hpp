@@ -1,0 +1,441 @@
+// grove/tree/ops.hpp: jax.tree_util for C++ values: tree_map, tree_leaves, tree_flatten,
+// tree_unflatten, tree_structure, tree_reduce, tree_all, tree_any, tree_transpose,
+// tree_broadcast, and the *_with_path variants.
+#pragma once
+
+#include <cstddef>
+#include <iterator>
+#include <ranges>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "grove/tree/detail/walk.hpp"
+#include "grove/tree/error.hpp"
+#include "grove/tree/key_path.hpp"
+#include "grove/tree/node_traits.hpp"
+#include "grove/tree/treedef.hpp"
+
+namespace grove {
+
+/// An is_leaf predicate, given as the last argument of the tree functions where JAX takes
+/// `is_leaf=`. The predicate is consulted for the subtree types it can be called with: one that
+/// returns std::true_type makes that type a leaf at compile time, one that returns bool decides
+/// for each value.
+template <class P>
+struct leaf_predicate {
+  P pred;
+};
+template <class P>
+constexpr leaf_predicate<std::decay_t<P>> is_leaf(P&& pred) {
+  return {std::forward<P>(pred)};
+}
+
+/// The type tree_leaves returns one of per leaf: a pointer into the tree (`const L*`) when the
+/// tree has one leaf type, else a std::variant of such pointers.
+template <class T, class Pred = detail::no_leaf_pred>
+using leaf_ptr_t = typename detail::leaf_pointer<detail::leaf_types_t<std::remove_cvref_t<T>, Pred>,
+                                                 std::is_const_v<std::remove_reference_t<T>>>::type;
+
+/// The type of a T-shaped tree whose leaves are all replaced by values of type V.
+template <class T, class V>
+using rebind_leaves_t = detail::rebind_leaves_t<std::remove_cvref_t<T>, V>;
+
+namespace detail {
+
+template <class T>
+inline constexpr bool is_leaf_option = false;
+template <class P>
+inline constexpr bool is_leaf_option<leaf_predicate<P>> = true;
+
+// Calls body(pred, args...) with the trailing is_leaf option (if any) split off the arguments.
+template <class Body, class... Args>
+decltype(auto) split_leaf_option(Body&& body, Args&&... args) {
+  constexpr std::size_t n = sizeof...(Args);
+  constexpr bool has_option = [] {
+    if constexpr (n == 0)
+      return false;
+    else
+      return is_leaf_option<std::remove_cvref_t<std::tuple_element_t<n - 1, std::tuple<Args...>>>>;
+  }();
+  if constexpr (has_option) {
+    auto refs = std::forward_as_tuple(std::forward<Args>(args)...);
+    return [&]<std::size_t... I>(std::index_sequence<I...>)->decltype(auto) {
+      return body(std::get<n - 1>(refs).pred, std::get<I>(std::move(refs))...);
+    }
+    (std::make_index_sequence<n - 1>{});
+  } else {
+    return body(no_leaf_pred{}, std::forward<Args>(args)...);
+  }
+}
+
+template <class Pred, class T>
+TreeDef<> structure_of(const Pred& pred, const T& t) {
+  TreeDef<> def;
+  def.clear();
+  auto sink = [](const auto&) {};
+  ::grove::detail::flatten_into(pred, t, def, sink);
+  return def;
+}
+
+// Turns a structure_mismatch from the recursion into a tree_error that names the function, the
+// key path, what differed and every tree's structure.
+template <class Body, class Pred, class... Trees>
+decltype(auto) reporting_mismatch(const char* function, Body&& body, const Pred& pred,
+                                  const Trees&... trees) {
+  try {
+    return body();
+  } catch (structure_mismatch& e) {
+    KeyPath path(e.reversed_path.rbegin(), e.reversed_path.rend());
+    std::ostringstream msg;
+    msg << function << ": pytree structure error: " << e.what << " at "
+        << (path.empty() ? std::string("the root") : "key path " + keystr(path));
+    if (!e.detail.empty()) msg << ": " << e.detail;
+    std::size_t index = 0;
+    ((msg << "\n  tree " << ++index << ": " << ::grove::detail::structure_of(pred, trees)), ...);
+    throw tree_error(msg.str());
+  }
+}
+
+template <class Pred, class T, bool Const>
+auto collect_leaves(const Pred& pred, T&& tree, TreeDef<>* def) {
+  using ptr = typename leaf_pointer<leaf_types_t<std::remove_cvref_t<T>, Pred>, Const>::type;
+  std::vector<ptr> leaves;
+  auto sink = [&](auto& leaf) { leaves.push_back(ptr(&leaf)); };
+  if (def) {
+    def->clear();
+    ::grove::detail::flatten_into(pred, tree, *def, sink);
+  } else {
+    auto visit = [&](auto& leaf) { sink(leaf); };
+    ::grove::detail::zip_leaves(pred, visit, tree);
+  }
+  return leaves;
+}
+
+}  // namespace detail
+
+/// Applies f to every leaf of `tree` and returns a tree of the results (jax.tree_util.tree_map).
+/// With more trees, each must have `tree` as a prefix: at each leaf of `tree`, f also receives
+/// the matching subtree of every other tree. A last argument grove::is_leaf(pred) stops the
+/// descent where pred says so. The result keeps the input's C++ types where f keeps the leaf
+/// types; std containers and registered class templates are rebuilt around new types, other
+/// registered structs become grove::mapped_node. Eigen expressions are evaluated.
+template <class F, class Tree, class... Rest>
+auto tree_map(F&& f, const Tree& tree, const Rest&... rest) {
+  return detail::split_leaf_option(
+      [&](const auto& pred, const auto& first, const auto&... others) {
+        return detail::reporting_mismatch(
+            "grove::tree_map", [&] { return detail::map_tree(pred, f, first, others...); }, pred,
+            first, others...);
+      },
+      tree, rest...);
+}
+
+/// Calls f on every leaf of `tree` (and the matching subtrees of the other trees, as tree_map
+/// does), in leaf order, for its effects. Leaves are passed by reference, so f may change them:
+/// the allocation-free way to update a tree in place.
+template <class F, class Tree, class... Rest>
+void tree_for_each(F&& f, Tree&& tree, Rest&&... rest) {
+  detail::split_leaf_option(
+      [&](const auto& pred, auto&& first, auto&&... others) {
+        detail::reporting_mismatch(
+            "grove::tree_for_each",
+            [&] {
+              detail::zip_leaves(pred, f, std::forward<decltype(first)>(first),
+                                 std::forward<decltype(others)>(others)...);
+            },
+            pred, first, others...);
+      },
+      std::forward<Tree>(tree), std::forward<Rest>(rest)...);
+}
+
+/// The leaves of `tree` in JAX's order (depth first, left to right, maps by key), as pointers
+/// into the tree: no leaf is copied. See leaf_ptr_t.
+template <class Tree, class... Option>
+auto tree_leaves(Tree& tree, const Option&... is_leaf) {
+  return detail::split_leaf_option(
+      [&](const auto& pred) {
+        return detail::collect_leaves<std::decay_t<decltype(pred)>, Tree&, std::is_const_v<Tree>>(
+            pred, tree, nullptr);
+      },
+      is_leaf...);
+}
+
+/// The structure of `tree`, which remembers tree's C++ type (jax.tree_util.tree_structure).
+template <class Tree, class... Option>
+TreeDef<std::remove_cvref_t<Tree>> tree_structure(const Tree& tree, const Option&... is_leaf) {
+  return detail::split_leaf_option(
+      [&](const auto& pred) {
+        return TreeDef<std::remove_cvref_t<Tree>>(detail::structure_of(pred, tree));
+      },
+      is_leaf...);
+}
+
+/// The leaves (pointers, as tree_leaves gives them) and the structure of `tree`, in one pass
+/// with no allocation per node: one buffer for the leaves, one for the TreeDef.
+template <class Tree, class... Option>
+auto tree_flatten(Tree& tree, const Option&... is_leaf) {
+  return detail::split_leaf_option(
+      [&](const auto& pred) {
+        TreeDef<std::remove_cvref_t<Tree>> def;
+        auto leaves =
+            detail::collect_leaves<std::decay_t<decltype(pred)>, Tree&, std::is_const_v<Tree>>(
+                pred, tree, &def);
+        return std::pair{std::move(leaves), std::move(def)};
+      },
+      is_leaf...);
+}
+
+/// Each leaf with its key path, in leaf order.
+template <class Tree, class... Option>
+auto tree_leaves_with_path(Tree& tree, const Option&... is_leaf) {
+  return detail::split_leaf_option(
+      [&](const auto& pred) {
+        using ptr = leaf_ptr_t<Tree&, std::decay_t<decltype(pred)>>;
+        std::vector<std::pair<KeyPath, ptr>> out;
+        KeyPath path;
+        auto sink = [&](const KeyPath& p, auto& leaf) { out.emplace_back(p, ptr(&leaf)); };
+        detail::leaves_with_path(pred, tree, path, sink);
+        return out;
+      },
+      is_leaf...);
+}
+
+/// (vector of (key path, leaf pointer), TreeDef), like jax.tree_util.tree_flatten_with_path.
+template <class Tree, class... Option>
+auto tree_flatten_with_path(Tree& tree, const Option&... is_leaf) {
+  return std::pair{tree_leaves_with_path(tree, is_leaf...), tree_structure(tree, is_leaf...)};
+}
+
+/// Like tree_map, but f also receives each leaf's key path first: f(path, leaf, others...).
+template <class F, class Tree, class... Rest>
+auto tree_map_with_path(F&& f, const Tree& tree, const Rest&... rest) {
+  return detail::split_leaf_option(
+      [&](const auto& pred, const auto& first, const auto&... others) {
+        std::vector<KeyPath> paths;
+        KeyPath path;
+        auto record = [&](const KeyPath& p, const auto&) { paths.push_back(p); };
+        detail::leaves_with_path(pred, first, path, record);
+        std::size_t next = 0;
+        auto with_path = [&](const auto& leaf, const auto&... subtrees) {
+          return f(paths[next++], leaf, subtrees...);
+        };
+        return detail::reporting_mismatch(
+            "grove::tree_map_with_path",
+            [&] { return detail::map_tree(pred, with_path, first, others...); }, pred, first,
+            others...);
+      },
+      tree, rest...);
+}
+
+/// Folds f over the leaves in order: f(f(f(init, leaf0), leaf1), ...) (jax.tree_util.tree_reduce).
+template <class F, class Tree, class Init, class... Option>
+std::decay_t<Init> tree_reduce(F&& f, const Tree& tree, Init&& init, const Option&... is_leaf) {
+  std::decay_t<Init> acc(std::forward<Init>(init));
+  detail::split_leaf_option(
+      [&](const auto& pred) {
+        auto step = [&](const auto& leaf) { acc = f(std::move(acc), leaf); };
+        detail::zip_leaves(pred, step, tree);
+      },
+      is_leaf...);
+  return acc;
+}
+
+/// Whether every leaf is true (jax.tree_util.tree_all). Leaves must convert to bool; map a tree of
+/// arrays to bools first: tree_all(tree_map(pred, tree)).
+template <class Tree, class... Option>
+bool tree_all(const Tree& tree, const Option&... is_leaf) {
+  return tree_reduce(
+      [](bool acc, const auto& leaf) {
+        static_assert(std::is_constructible_v<bool, decltype(leaf)>,
+                      "grove: tree_all/tree_any need leaves that convert to bool; map the tree to "
+                      "bools first");
+        return acc && static_cast<bool>(leaf);
+      },
+      tree, true, is_leaf...);
+}
+
+/// Whether any leaf is true (jax.tree_util.tree_any).
+template <class Tree, class... Option>
+bool tree_any(const Tree& tree, const Option&... is_leaf) {
+  return tree_reduce(
+      [](bool acc, const auto& leaf) {
+        static_assert(std::is_constructible_v<bool, decltype(leaf)>,
+                      "grove: tree_all/tree_any need leaves that convert to bool; map the tree to "
+                      "bools first");
+        return acc || static_cast<bool>(leaf);
+      },
+      tree, false, is_leaf...);
+}
+
+/// Rebuilds a tree from a structure and leaves in leaf order. `leaves` may hold values, pointers
+/// (as tree_leaves gives them) or variants. When the values have one of the tree's leaf types
+/// (or are variants), the result has the TreeDef's C++ type T; values of another type V give
+/// rebind_leaves_t<T, V> (a tree of V with T's structure).
+template <class T, class Leaves>
+auto tree_unflatten(const TreeDef<T>& def, const Leaves& leaves) {
+  static_assert(
+      !std::is_void_v<T>,
+      "grove: tree_unflatten needs a TreeDef<T> that knows its C++ type (from tree_flatten or "
+      "tree_structure), not a bare TreeDef<>");
+  using element = std::remove_cvref_t<decltype(*std::ranges::begin(leaves))>;
+  using value = std::conditional_t<std::is_pointer_v<element>,
+                                   std::remove_cvref_t<std::remove_pointer_t<element>>, element>;
+  using own_leaves = detail::leaf_types_t<T, detail::no_leaf_pred>;
+  constexpr bool keeps_type =
+      detail::is_instance_v<value, std::variant> ||
+      std::is_same_v<typename detail::append_unique<own_leaves, value>::type, own_leaves>;
+  using Result = typename decltype([] {
+    if constexpr (keeps_type)
+      return std::type_identity<T>{};
+    else
+      return std::type_identity<detail::rebind_leaves_t<T, value>>{};
+  }())::type;
+  const auto given = static_cast<std::size_t>(std::ranges::distance(leaves));
+  if (given != def.num_leaves())
+    throw tree_error("grove::tree_unflatten: the TreeDef " + def.str() + " has " +
+                     std::to_string(def.num_leaves()) + " leaves but " + std::to_string(given) +
+                     " were given");
+  detail::leaf_source<decltype(std::ranges::begin(leaves))> src{std::ranges::begin(leaves),
+                                                                std::ranges::end(leaves)};
+  std::size_t pos = 0;
+  return detail::build_tree<Result>(def, pos, src);
+}
+
+/// The subtrees of `tree` at the leaves of `def` (JAX's treedef.flatten_up_to), as pointers (a
+/// variant of pointers when they can have several types). Throws tree_error naming the key path
+/// where `tree` does not have `def` as a prefix.
+template <class T, class Tree>
+auto tree_flatten_up_to(const TreeDef<T>& def, Tree& tree) {
+  using ptr =
+      typename detail::leaf_pointer<typename detail::subtree_types<std::remove_cvref_t<Tree>>::type,
+                                    std::is_const_v<Tree>>::type;
+  std::vector<ptr> out;
+  std::size_t pos = 0;
+  auto walk = [&](auto& self, auto& sub) -> void {
+    using U = std::remove_cvref_t<decltype(sub)>;
+    const auto& rec = def.nodes()[pos];
+    if (rec.kind == node_kind::leaf) {
+      ++pos;
+      out.push_back(ptr(&sub));
+      return;
+    }
+    if constexpr (!detail::is_node<U>) {
+      throw detail::structure_mismatch{{}, 1, "a node in the prefix but a leaf in the tree"};
+    } else if constexpr (detail::optional_node<U>) {
+      if (rec.kind == node_kind::none) {
+        if (sub.has_value())
+          throw detail::structure_mismatch{{}, 1, "None in the prefix but a value in the tree"};
+        ++pos;
+        return;
+      }
+      if (!sub.has_value())
+        throw detail::structure_mismatch{{}, 1, "a value in the prefix but None in the tree"};
+      self(self, *sub);
+    } else {
+      if (rec.kind != node_traits<U>::kind || rec.info != detail::info_of<U>())
+        throw detail::structure_mismatch{
+            {}, 1, "a node of another kind in the tree", detail::kind_name<U>() + " in the tree"};
+      std::size_t arity = 0;
+      if constexpr (detail::static_node<U>)
+        arity = node_traits<U>::arity;
+      else if constexpr (detail::dict_node<U>)
+        arity = sub.size();
+      else
+        arity = node_traits<U>::size(sub);
+      if (arity != rec.arity)
+        throw detail::structure_mismatch{{},
+                                         1,
+                                         "different numbers of children",
+                                         std::to_string(rec.arity) + " in the prefix, " +
+                                             std::to_string(arity) + " in the tree"};
+      if constexpr (detail::dict_node<U>) {
+        auto keys = def.dict_keys_at(pos);
+        std::size_t k = 0;
+        for (const auto& kv : sub)
+          if (!(keys[k++] == detail::dict_key_of(kv.first)))
+            throw detail::structure_mismatch{{}, 1, "different key sets of dict"};
+      }
+      ++pos;
+      detail::zip_children(
+          [&](auto make_key, auto& child) {
+            detail::with_key([&] { self(self, child); }, make_key);
+          },
+          sub);
+    }
+  };
+  try {
+    walk(walk, tree);
+  } catch (detail::structure_mismatch& e) {
+    KeyPath path(e.reversed_path.rbegin(), e.reversed_path.rend());
+    throw tree_error("grove::tree_flatten_up_to: pytree structure error: " + e.what + " at " +
+                     (path.empty() ? std::string("the root") : "key path " + keystr(path)) +
+                     (e.detail.empty() ? "" : ": " + e.detail) + "\n  prefix: " + def.str() +
+                     "\n  tree:   " + detail::structure_of(detail::no_leaf_pred{}, tree).str());
+  }
+  return out;
+}
+
+/// A TreeDef that remembers the C++ type T it describes, so that unflatten gives back a T.
+template <class T>
+class TreeDef : public TreeDef<> {
+ public:
+  TreeDef() = default;
+  explicit TreeDef(TreeDef<> structure) : TreeDef<>(std::move(structure)) {}
+
+  template <class Leaves>
+  auto unflatten(const Leaves& leaves) const {
+    return tree_unflatten(*this, leaves);
+  }
+  template <class Tree>
+  auto flatten_up_to(Tree& tree) const {
+    return tree_flatten_up_to(*this, tree);
+  }
+  /// inner put at every leaf of this structure, typed: rebind_leaves_t<T, U>.
+  template <class U>
+  TreeDef<rebind_leaves_t<T, U>> compose(const TreeDef<U>& inner) const {
+    return TreeDef<rebind_leaves_t<T, U>>(TreeDef<>::compose(inner));
+  }
+  using TreeDef<>::compose;
+};
+
+/// Turns a tree with structure outer.compose(inner) into one with structure inner.compose(outer)
+/// (jax.tree_util.tree_transpose): a list of pairs becomes a pair of lists.
+template <class O, class I, class Tree>
+auto tree_transpose(const TreeDef<O>& outer, const TreeDef<I>& inner, const Tree& tree) {
+  const TreeDef<> expected = outer.TreeDef<>::compose(inner);
+  const TreeDef<> actual = detail::structure_of(detail::no_leaf_pred{}, tree);
+  if (!(expected == actual))
+    throw tree_error("grove::tree_transpose: the tree's structure " + actual.str() +
+                     " is not outer.compose(inner) = " + expected.str());
+  const auto leaves = tree_leaves(tree);
+  const std::size_t n_outer = outer.num_leaves(), n_inner = inner.num_leaves();
+  // Leaf (i, j) of the input (outer leaf i, inner leaf j) becomes leaf (j, i) of the output.
+  using outer_tree =
+      decltype(tree_unflatten(outer, std::vector<std::remove_cvref_t<decltype(*leaves[0])>>{}));
+  std::vector<outer_tree> columns;
+  columns.reserve(n_inner);
+  for (std::size_t j = 0; j < n_inner; ++j) {
+    std::vector<std::remove_cvref_t<decltype(*leaves[0])>> column;
+    column.reserve(n_outer);
+    for (std::size_t i = 0; i < n_outer; ++i) column.push_back(*leaves[i * n_inner + j]);
+    columns.push_back(tree_unflatten(outer, column));
+  }
+  return tree_unflatten(inner, columns);
+}
+
+/// Broadcasts a prefix tree to the structure of `full`: every leaf of `full` gets the value of
+/// the prefix leaf above it (optree's broadcast_prefix, returned as a tree).
+template <class Prefix, class Full, class... Option>
+auto tree_broadcast(const Prefix& prefix, const Full& full, const Option&... is_leaf) {
+  return tree_map(
+      [&](const auto& value, const auto& subtree) {
+        return tree_map([&](const auto&) { return value; }, subtree);
+      },
+      prefix, full, is_leaf...);
+}
+
+}  // namespace grove
