@@ -1,0 +1,213 @@
+// Elementwise math for grove::random: log, log1p, erf and erf_inv as XLA evaluates them for
+// jax.random, written for SIMD loops and for reproducibility.
+//
+// Reproducibility rule for this file: every product that feeds an addition is written as an
+// explicit std::fma. GCC contracts `a * b + c` into a fused multiply-add whenever the target has
+// one (-ffp-contract=fast is its default), so code written with plain `*` and `+` would give
+// different last bits with and without -march=native. std::fma is correctly rounded everywhere
+// (hardware instruction or libm), so the numbers are the same in every build. It also matches
+// XLA, whose CPU and GPU back ends always fuse multiply-adds.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <utility>
+
+#include "grove/detail/threefry.hpp"  // GROVE_RESTRICT, GROVE_ALWAYS_INLINE
+
+namespace grove::random::detail {
+
+// Elements handled per inner block: large enough for long SIMD loops, small enough that a block's
+// scratch arrays stay in L1.
+inline constexpr std::size_t block_size = 128;
+// Horner's rule, highest power first, with fused steps: c[0] * t^(N-1) + ... + c[N-1]. Written as
+// a fold so that no inner loop is left for the vectoriser to trip over.
+template <class T, std::size_t N, std::size_t... K>
+GROVE_ALWAYS_INLINE T horner_fold(const T (&c)[N], T t, std::index_sequence<K...>) noexcept {
+  T p = c[0];
+  ((p = std::fma(p, t, c[K + 1])), ...);
+  return p;
+}
+
+template <class T, std::size_t N>
+GROVE_ALWAYS_INLINE T horner(const T (&c)[N], T t) noexcept {
+  return horner_fold(c, t, std::make_index_sequence<N - 1>{});
+}
+
+// Natural logarithm of a positive, finite, normal float, within one ulp of the correctly rounded
+// result. Cephes' logf: reduce to x = 2^k * m with m in [sqrt(2)/2, sqrt(2)), then
+// log(m) = f - f^2/2 + f^3 P(f) with f = m - 1 and k * ln 2 added in two parts. It has no division
+// and no branch, so it vectorises well, and it does not depend on the platform's libm, so every
+// platform gets the same bits.
+GROVE_ALWAYS_INLINE float log_f32(float x) noexcept {
+  constexpr float p[9] = {7.0376836292E-2f,  -1.1514610310E-1f, 1.1676998740E-1f,
+                          -1.2420140846E-1f, 1.4249322787E-1f,  -1.6668057665E-1f,
+                          2.0000714765E-1f,  -2.4999993993E-1f, 3.3333331174E-1f};
+  constexpr float ln2_hi = 0.693359375f;  // ln 2 = ln2_hi + ln2_lo, ln2_hi exact in 9 bits
+  constexpr float ln2_lo = -2.12194440e-4f;
+
+  // 0x3f3504f3 is the bit pattern of sqrt(2)/2: shifting by it puts m in [sqrt(2)/2, sqrt(2)).
+  std::uint32_t bits = std::bit_cast<std::uint32_t>(x);
+  bits += 0x3f800000u - 0x3f3504f3u;
+  const int k = static_cast<int>(bits >> 23) - 0x7f;
+  bits = (bits & 0x007fffffu) + 0x3f3504f3u;
+  const float f = std::bit_cast<float>(bits) - 1.0f;  // exact (Sterbenz)
+  const float kf = static_cast<float>(k);
+
+  const float poly = horner(p, f);
+  const float f2 = f * f;
+  // Summed from the smallest terms: f^3 P(f) + k ln2_lo - f^2/2, then f, then k ln2_hi.
+  const float small = std::fma(-0.5f, f2, std::fma(f * f2, poly, kf * ln2_lo));
+  return std::fma(kf, ln2_hi, f + small);
+}
+
+// log(1 + y) for y in (-1, 0] (the range erf_inv needs), within one ulp. 1 + y is rounded to u;
+// (y - (u - 1)) / u adds back what the rounding lost (Goldberg), with u - 1 exact here. The term is
+// below half an ulp of u, so 1/u is replaced by 2 - u (exact at u = 1, and the difference stays far
+// below an ulp of the result) to save a division. log1p_f32(-1) is not -inf: erf_inv handles
+// |x| == 1 itself, and a special case here would stop the loops around it from vectorising.
+GROVE_ALWAYS_INLINE float log1p_f32(float y) noexcept {
+  const float u = 1.0f + y;
+  return std::fma(y - (u - 1.0f), 2.0f - u, log_f32(u));
+}
+
+// XLA's single-precision erf_inv (M. Giles, "Approximating the erfinv function", GPU Computing Gems
+// Jade Edition, 2011), evaluated for n values: out[i] = scale * erf_inv(x[i]).
+//
+// XLA evaluates both polynomials and selects; so does this, per element, except that the tail
+// polynomial (w >= 5, i.e. |x| > 0.9966) and its square root are skipped for blocks where no
+// element needs them. Every element's value is the same either way.
+GROVE_ALWAYS_INLINE void erf_inv_scaled(const float* GROVE_RESTRICT x, float* GROVE_RESTRICT out,
+                                        std::size_t n, float scale) noexcept {
+  // Coefficients, highest power first, for w < 5 (in w - 2.5) and w >= 5 (in sqrt(w) - 3).
+  constexpr float a[9] = {2.81022636e-08f,  3.43273939e-07f, -3.5233877e-06f,
+                          -4.39150654e-06f, 0.00021858087f,  -0.00125372503f,
+                          -0.00417768164f,  0.246640727f,    1.50140941f};
+  constexpr float b[9] = {-0.000200214257f, 0.000100950558f, 0.00134934322f,
+                          -0.00367342844f,  0.00573950773f,  -0.0076224613f,
+                          0.00943887047f,   1.00167406f,     2.83297682f};
+  constexpr float infinity = std::numeric_limits<float>::infinity();
+  // Small blocks, so that a block without tail elements is the common case (about 95% of them).
+  constexpr std::size_t lanes = 16;
+  float w[lanes];
+  for (std::size_t start = 0; start < n; start += lanes) {
+    const std::size_t m = n - start < lanes ? n - start : lanes;
+    const float* xs = x + start;
+    float* os = out + start;
+    std::uint32_t tail =
+        0;  // an integer: compilers vectorise an OR-reduction of these, not of bool
+    for (std::size_t i = 0; i < m; ++i) {
+      // -x * x, rounded, as XLA computes it. fma(-x, x, 0) keeps the product out of the addition
+      // inside log1p, which a compiler would otherwise fuse into it.
+      w[i] = -log1p_f32(std::fma(-xs[i], xs[i], 0.0f));
+      tail |= w[i] < 5.0f ? 0u : 1u;
+    }
+    for (std::size_t i = 0; i < m; ++i) {
+      const float p = horner(a, w[i] - 2.5f);
+      // erf_inv(+-1) = +-inf; the polynomial is meaningless there.
+      const float value = std::fabs(xs[i]) == 1.0f ? xs[i] * infinity : p * xs[i];
+      os[i] = scale * value;
+    }
+    if (tail == 0) continue;
+    // Rare, so plain scalar code: std::sqrt is correctly rounded on every platform.
+    for (std::size_t i = 0; i < m; ++i) {
+      if (w[i] < 5.0f) continue;
+      const float p = horner(b, std::sqrt(w[i]) - 3.0f);
+      os[i] = scale * (std::fabs(xs[i]) == 1.0f ? xs[i] * infinity : p * xs[i]);
+    }
+  }
+}
+
+// XLA's double-precision erf_inv (Giles' double-precision approximation: three polynomials, for
+// w < 6.25, w < 16 and beyond), evaluated for n values: out[i] = scale * erf_inv(x[i]). log1p is
+// the platform's std::log1p.
+GROVE_ALWAYS_INLINE void erf_inv_scaled(const double* GROVE_RESTRICT x, double* GROVE_RESTRICT out,
+                                        std::size_t n, double scale) noexcept {
+  constexpr double c1[23] = {
+      -3.6444120640178196996e-21, -1.685059138182016589e-19,  1.2858480715256400167e-18,
+      1.115787767802518096e-17,   -1.333171662854620906e-16,  2.0972767875968561637e-17,
+      6.6376381343583238325e-15,  -4.0545662729752068639e-14, -8.1519341976054721522e-14,
+      2.6335093153082322977e-12,  -1.2975133253453532498e-11, -5.4154120542946279317e-11,
+      1.051212273321532285e-09,   -4.1126339803469836976e-09, -2.9070369957882005086e-08,
+      4.2347877827932403518e-07,  -1.3654692000834678645e-06, -1.3882523362786468719e-05,
+      0.0001867342080340571352,   -0.00074070253416626697512, -0.0060336708714301490533,
+      0.24015818242558961693,     1.6536545626831027356};
+  constexpr double c2[19] = {
+      2.2137376921775787049e-09, 9.0756561938885390979e-08, -2.7517406297064545428e-07,
+      1.8239629214389227755e-08, 1.5027403968909827627e-06, -4.013867526981545969e-06,
+      2.9234449089955446044e-06, 1.2475304481671778723e-05, -4.7318229009055733981e-05,
+      6.8284851459573175448e-05, 2.4031110387097893999e-05, -0.0003550375203628474796,
+      0.00095328937973738049703, -0.0016882755560235047313, 0.0024914420961078508066,
+      -0.0037512085075692412107, 0.005370914553590063617,   1.0052589676941592334,
+      3.0838856104922207635};
+  constexpr double c3[17] = {
+      -2.7109920616438573243e-11, -2.5556418169965252055e-10, 1.5076572693500548083e-09,
+      -3.7894654401267369937e-09, 7.6157012080783393804e-09,  -1.4960026627149240478e-08,
+      2.9147953450901080826e-08,  -6.7711997758452339498e-08, 2.2900482228026654717e-07,
+      -9.9298272942317002539e-07, 4.5260625972231537039e-06,  -1.9681778105531670567e-05,
+      7.5995277030017761139e-05,  -0.00021503011930044477347, -0.00013871931833623122026,
+      1.0103004648645343977,      4.8499064014085844221};
+  constexpr double infinity = std::numeric_limits<double>::infinity();
+  double w[block_size];
+  for (std::size_t start = 0; start < n; start += block_size) {
+    const std::size_t m = n - start < block_size ? n - start : block_size;
+    const double* xs = x + start;
+    for (std::size_t i = 0; i < m; ++i) {
+      w[i] = -std::log1p(-(xs[i] * xs[i]));
+    }
+    for (std::size_t i = 0; i < m; ++i) {
+      double p;
+      if (w[i] < 6.25) {
+        p = horner(c1, w[i] - 3.125);
+      } else if (w[i] < 16.0) {
+        p = horner(c2, std::sqrt(w[i]) - 3.25);
+      } else {
+        p = horner(c3, std::sqrt(w[i]) - 5.0);
+      }
+      const double value = std::fabs(xs[i]) == 1.0 ? xs[i] * infinity : p * xs[i];
+      out[start + i] = scale * value;
+    }
+  }
+}
+
+// XLA's single-precision erf: the rational interpolant x * P(x^2) / Q(x^2) that Eigen and XLA use
+// (accurate to a few ulp), and +-1 beyond erfinv(1 - 2^-23).
+inline float erf_f32(float x) noexcept {
+  constexpr float clamp = 3.832506856900711f;
+  if (clamp <= std::fabs(x)) return std::copysign(1.0f, x);
+  const float x2 = x * x;
+  float p = std::fma(x2, 0.00022905065861350646f, 0.0034082910107109506f);
+  p = std::fma(x2, p, 0.050955695062380861f);
+  p = std::fma(x2, p, 0.18520832239976145f);
+  p = std::fma(x2, p, 1.128379143519084f);
+  p = x * p;
+  float q = std::fma(x2, -1.1791602954361697e-7f, 0.000023547966471313185f);
+  q = std::fma(x2, q, 0.0010179625278914885f);
+  q = std::fma(x2, q, 0.014070470171167667f);
+  q = std::fma(x2, q, 0.11098505178285362f);
+  q = std::fma(x2, q, 0.49746925110067538f);
+  q = std::fma(x2, q, 1.0f);
+  return p / q;
+}
+
+inline double erf_f64(double x) noexcept {
+  return std::erf(x);
+}
+inline float log_of(float x) noexcept {
+  return log_f32(x);
+}
+inline double log_of(double x) noexcept {
+  return std::log(x);
+}
+inline float erf_of(float x) noexcept {
+  return erf_f32(x);
+}
+inline double erf_of(double x) noexcept {
+  return erf_f64(x);
+}
+
+}  // namespace grove::random::detail

@@ -1,0 +1,339 @@
+// How jax.random turns a key into a stream of random words, in both of JAX's counter layouts, and
+// how grove spreads a large request over threads without changing a single bit.
+//
+// Every output element is a pure function of (key, layout, request size, element index), so any
+// split of the index range into chunks, on any number of threads, gives the same numbers.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <system_error>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "grove/detail/random_math.hpp"  // block_size
+#include "grove/detail/threefry.hpp"
+
+namespace grove::random::detail {
+
+// How a request is scheduled. threads == 0 means automatic.
+struct schedule {
+  int threads = 0;
+  std::uint64_t chunk = 0;
+};
+
+inline constexpr std::uint64_t default_chunk = std::uint64_t{1} << 16;
+// Below this many work units the automatic schedule stays on the calling thread: starting threads
+// costs tens of microseconds, about what generating 2^18 normals costs.
+inline constexpr std::uint64_t automatic_threading_threshold = std::uint64_t{1} << 18;
+
+// Instruction sets.
+//
+// The kernels are plain C++ loops that compilers vectorise for whatever instruction set the build
+// targets. A header-only library is usually built without -march, which on x86-64 means SSE2: no
+// vector rotate and no fused multiply-add (std::fma becomes a libm call): 7 (bits) to 50 (normal)
+// times slower than AVX-512. So, on x86 with GCC or Clang, each chunk's kernel is also compiled for
+// AVX2+FMA and for AVX-512 (function target attributes) and the best one this CPU supports runs.
+// All of them compute the same bits: integer arithmetic, explicit fma and IEEE sqrt/division,
+// nothing that an instruction set may round differently. Define GROVE_RANDOM_NO_DISPATCH to build
+// only the baseline.
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__)) && \
+    !defined(GROVE_RANDOM_NO_DISPATCH)
+#define GROVE_RANDOM_DISPATCH 1
+#define GROVE_TARGET_AVX2 __attribute__((target("avx2,fma")))
+#define GROVE_TARGET_AVX512 __attribute__((target("avx512f,avx512vl,avx2,fma")))
+#else
+#define GROVE_RANDOM_DISPATCH 0
+#endif
+
+// A chunk kernel: `body(begin, end)` must be always-inline all the way down, so that it is compiled
+// in the instruction set of the function it is inlined into.
+#if defined(__GNUC__) || defined(__clang__)
+#define GROVE_INLINE_LAMBDA __attribute__((always_inline))
+#else
+#define GROVE_INLINE_LAMBDA
+#endif
+
+enum class instruction_set { baseline, avx2_fma, avx512 };
+
+inline instruction_set best_instruction_set() noexcept {
+#if GROVE_RANDOM_DISPATCH
+  static const instruction_set best = [] {
+    __builtin_cpu_init();
+    const bool avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (avx2_fma && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")) {
+      return instruction_set::avx512;
+    }
+    return avx2_fma ? instruction_set::avx2_fma : instruction_set::baseline;
+  }();
+  return best;
+#else
+  return instruction_set::baseline;
+#endif
+}
+
+#if GROVE_RANDOM_DISPATCH
+template <class Body>
+GROVE_TARGET_AVX512 void run_avx512(Body& body, std::uint64_t begin, std::uint64_t end) {
+  body(begin, end);
+}
+template <class Body>
+GROVE_TARGET_AVX2 void run_avx2_fma(Body& body, std::uint64_t begin, std::uint64_t end) {
+  body(begin, end);
+}
+#endif
+
+// Whether this translation unit was itself compiled for the instruction sets that dispatch offers.
+#if defined(__AVX512F__) && defined(__AVX512VL__) && defined(__FMA__)
+#define GROVE_BUILT_FOR_AVX512 1
+#else
+#define GROVE_BUILT_FOR_AVX512 0
+#endif
+#if defined(__AVX2__) && defined(__FMA__)
+#define GROVE_BUILT_FOR_AVX2_FMA 1
+#else
+#define GROVE_BUILT_FOR_AVX2_FMA 0
+#endif
+
+// Runs body(begin, end) compiled for the best instruction set available (see above).
+template <class Body>
+void run_best(Body& body, std::uint64_t begin, std::uint64_t end) {
+#if GROVE_RANDOM_DISPATCH && !GROVE_BUILT_FOR_AVX512
+  const instruction_set best = best_instruction_set();
+  if (best == instruction_set::avx512) return run_avx512(body, begin, end);
+#if !GROVE_BUILT_FOR_AVX2_FMA
+  if (best == instruction_set::avx2_fma) return run_avx2_fma(body, begin, end);
+#endif
+#endif
+  body(begin, end);
+}
+
+// Calls task(begin, end) for consecutive chunks covering [0, units), on up to schedule.threads
+// threads (the calling thread included). Chunks are claimed dynamically; the task must only touch
+// the outputs of its own range. Tasks must not throw.
+template <class Task>
+void parallel_chunks(std::uint64_t units, const schedule& plan, Task&& task) {
+  if (units == 0) return;
+  const std::uint64_t chunk = plan.chunk > 0 ? plan.chunk : default_chunk;
+  const std::uint64_t chunks = units / chunk + (units % chunk != 0 ? 1 : 0);
+  std::uint64_t threads = 1;
+  if (plan.threads > 0) {
+    threads = static_cast<std::uint64_t>(plan.threads);
+  } else if (units >= automatic_threading_threshold) {
+    threads = std::max(1u, std::thread::hardware_concurrency());
+  }
+  threads = std::min(threads, chunks);
+
+  std::atomic<std::uint64_t> next{0};
+  auto work = [&] {
+    for (;;) {
+      const std::uint64_t c = next.fetch_add(1, std::memory_order_relaxed);
+      if (c >= chunks) return;
+      const std::uint64_t begin = c * chunk;
+      task(begin, std::min(units, begin + chunk));
+    }
+  };
+  std::vector<std::thread> helpers;
+  if (threads > 1) {
+    helpers.reserve(static_cast<std::size_t>(threads - 1));
+    try {
+      for (std::uint64_t t = 1; t < threads; ++t) helpers.emplace_back(work);
+    } catch (const std::system_error&) {
+      // No more threads to be had: the threads already started and this one finish the work.
+    }
+  }
+  work();
+  for (auto& helper : helpers) helper.join();
+}
+
+// Splits [0, units) into chunks over threads and runs each with run_best.
+template <class Body>
+void parallel_kernel(std::uint64_t units, const schedule& plan, Body& body) {
+  parallel_chunks(units, plan,
+                  [&](std::uint64_t begin, std::uint64_t end) { run_best(body, begin, end); });
+}
+
+// The counter of element base + offset in the partitionable layout: the index as a uint64, split
+// into (hi, lo). Computed with 32-bit lanes and a carry, which vectorise twice as wide as 64-bit
+// adds.
+GROVE_ALWAYS_INLINE void partitionable_counter(std::uint64_t base, word offset, word& hi,
+                                               word& lo) noexcept {
+  const auto base_lo = static_cast<word>(base);
+  lo = base_lo + offset;
+  hi = static_cast<word>(base >> 32) + (lo < base_lo ? 1u : 0u);
+}
+
+inline void fill_partitionable_counters(std::uint64_t first, std::size_t m, word* hi, word* lo) {
+  for (std::size_t l = 0; l < m; ++l)
+    partitionable_counter(first, static_cast<word>(l), hi[l], lo[l]);
+}
+
+// JAX's legacy hash over the counts 0, 1, ..., count - 1 (count < 2^32): pad with one 0 if count is
+// odd, pair the first half with the second half, and return all y0 followed by all y1. This gives
+// the word at position `position` of that output.
+inline word legacy_hash_word(key_words key, std::uint64_t count, std::uint64_t position) {
+  const std::uint64_t half = (count + 1) / 2;
+  if (position < half) {
+    const std::uint64_t partner = half + position;
+    return threefry_2x32(key, {static_cast<word>(position),
+                               partner < count ? static_cast<word>(partner) : word{0}})[0];
+  }
+  return threefry_2x32(key, {static_cast<word>(position - half), static_cast<word>(position)})[1];
+}
+
+// split(key, n) in the legacy layout: the hash of the counts 0 .. 2n-1 (JAX builds them with a
+// uint32 iota, so they wrap for n >= 2^31, and so do these); key i is (word 2i, word 2i + 1).
+inline std::vector<key_words> legacy_split(key_words key, std::uint64_t n) {
+  std::vector<key_words> keys(static_cast<std::size_t>(n));
+  std::vector<word> out(static_cast<std::size_t>(2 * n));
+  word x0[block_size], x1[block_size], y0[block_size], y1[block_size];
+  for (std::uint64_t start = 0; start < n; start += block_size) {
+    const std::size_t m = static_cast<std::size_t>(std::min<std::uint64_t>(block_size, n - start));
+    for (std::size_t l = 0; l < m; ++l) {
+      x0[l] = static_cast<word>(start + l);
+      x1[l] = static_cast<word>(n + start + l);
+    }
+    threefry_2x32_lanes(key, x0, x1, y0, y1, m);
+    std::copy(y0, y0 + m, out.begin() + static_cast<std::ptrdiff_t>(start));
+    std::copy(y1, y1 + m, out.begin() + static_cast<std::ptrdiff_t>(n + start));
+  }
+  for (std::size_t i = 0; i < keys.size(); ++i) keys[i] = {out[2 * i], out[2 * i + 1]};
+  return keys;
+}
+
+// split(key, n) in the partitionable layout: key i = threefry_2x32(key, counter(i)), which is also
+// fold_in(key, i) for i < 2^32.
+inline std::vector<key_words> partitionable_split(key_words key, std::uint64_t n) {
+  std::vector<key_words> keys(static_cast<std::size_t>(n));
+  word x0[block_size], x1[block_size], y0[block_size], y1[block_size];
+  for (std::uint64_t start = 0; start < n; start += block_size) {
+    const std::size_t m = static_cast<std::size_t>(std::min<std::uint64_t>(block_size, n - start));
+    fill_partitionable_counters(start, m, x0, x1);
+    threefry_2x32_lanes(key, x0, x1, y0, y1, m);
+    for (std::size_t l = 0; l < m; ++l) keys[static_cast<std::size_t>(start + l)] = {y0[l], y1[l]};
+  }
+  return keys;
+}
+
+// The legacy layout caps one hash at 2^32 - 1 words (JAX's uint32 iota); longer requests are cut
+// into blocks of that many words, each hashed with its own key from split(key, blocks + 1).
+inline constexpr std::uint64_t legacy_block_words = 0xFFFFFFFFu;
+
+// Random words for n elements of type Bits (uint32 or uint64) as JAX lays them out, delivered as
+// sink(first, words, count) for disjoint runs of consecutive elements, each at most block_size
+// long, possibly from several threads at once. `block_words` is a parameter only so that tests can
+// exercise the multi-block legacy path with small sizes; callers use legacy_block_words.
+template <class Bits, class Sink>
+void generate_words(key_words key, bool legacy, std::uint64_t n, const schedule& plan, Sink& sink,
+                    std::uint64_t block_words = legacy_block_words) {
+  static_assert(std::is_same_v<Bits, std::uint32_t> || std::is_same_v<Bits, std::uint64_t>,
+                "grove::random: random words are 32 or 64 bits wide");
+  constexpr bool wide = std::is_same_v<Bits, std::uint64_t>;
+
+  const word k0 = key[0];
+  const word k1 = key[1];
+  const word k2 = key_parity(k0, k1);
+
+  if (!legacy) {
+    // Element i: threefry_2x32(key, counter(i)) -> y0 ^ y1 (32 bits) or (y0 << 32) | y1 (64 bits).
+    // Counters, hash and combination in one loop, so that no intermediate array is written.
+    auto body = [&](std::uint64_t begin, std::uint64_t end) GROVE_INLINE_LAMBDA {
+      Bits out[block_size];
+      for (std::uint64_t start = begin; start < end; start += block_size) {
+        const auto m = static_cast<std::size_t>(std::min<std::uint64_t>(block_size, end - start));
+        for (std::size_t l = 0; l < m; ++l) {
+          word hi;
+          word lo;
+          partitionable_counter(start, static_cast<word>(l), hi, lo);
+          threefry_2x32_rounds(k0, k1, k2, hi, lo);
+          if constexpr (wide) {
+            out[l] = (std::uint64_t{hi} << 32) | lo;
+          } else {
+            out[l] = hi ^ lo;
+          }
+        }
+        sink(start, static_cast<const Bits*>(out), m);
+      }
+    };
+    parallel_kernel(n, plan, body);
+    return;
+  }
+
+  const std::uint64_t words = wide ? 2 * n : n;
+  if (words >= block_words) {
+    // Rare (at least 2^32 - 1 words, 16 GiB of output): evaluated word by word.
+    const std::uint64_t blocks = words / block_words;
+    const std::uint64_t rest = words % block_words;
+    const std::vector<key_words> keys = legacy_split(key, blocks + 1);
+    auto word_at = [&](std::uint64_t w) {
+      const std::uint64_t block = w / block_words;
+      const std::uint64_t count = block < blocks ? block_words : rest;
+      return legacy_hash_word(keys[static_cast<std::size_t>(block)], count, w % block_words);
+    };
+    parallel_chunks(n, plan, [&](std::uint64_t begin, std::uint64_t end) {
+      Bits out[block_size];
+      for (std::uint64_t start = begin; start < end; start += block_size) {
+        const auto m = static_cast<std::size_t>(std::min<std::uint64_t>(block_size, end - start));
+        for (std::size_t l = 0; l < m; ++l) {
+          if constexpr (wide) {
+            out[l] = (std::uint64_t{word_at(start + l)} << 32) | word_at(n + start + l);
+          } else {
+            out[l] = word_at(start + l);
+          }
+        }
+        sink(start, static_cast<const Bits*>(out), m);
+      }
+    });
+    return;
+  }
+
+  if constexpr (wide) {
+    // 64-bit words: the hash of 2n counts splits into halves, the first half giving the high and
+    // the second the low words, so element i is threefry_2x32(key, (i, n + i)) -> (y0 << 32) | y1.
+    auto body = [&](std::uint64_t begin, std::uint64_t end) GROVE_INLINE_LAMBDA {
+      Bits out[block_size];
+      for (std::uint64_t start = begin; start < end; start += block_size) {
+        const auto m = static_cast<std::size_t>(std::min<std::uint64_t>(block_size, end - start));
+        for (std::size_t l = 0; l < m; ++l) {
+          auto x0 = static_cast<word>(start + l);
+          auto x1 = static_cast<word>(n + start + l);
+          threefry_2x32_rounds(k0, k1, k2, x0, x1);
+          out[l] = (std::uint64_t{x0} << 32) | x1;
+        }
+        sink(start, static_cast<const Bits*>(out), m);
+      }
+    };
+    parallel_kernel(n, plan, body);
+  } else {
+    // 32-bit words: pair j of the hash gives element j (y0) and element half + j (y1); the y1 of
+    // the padding pair of an odd count is dropped. Work is split over pairs.
+    const std::uint64_t half = (n + 1) / 2;
+    auto body = [&](std::uint64_t begin, std::uint64_t end) GROVE_INLINE_LAMBDA {
+      word y0[block_size];
+      word y1[block_size];
+      for (std::uint64_t start = begin; start < end; start += block_size) {
+        const auto m = static_cast<std::size_t>(std::min<std::uint64_t>(block_size, end - start));
+        for (std::size_t l = 0; l < m; ++l) {
+          const std::uint64_t partner = half + start + l;
+          auto x0 = static_cast<word>(start + l);
+          auto x1 = partner < n ? static_cast<word>(partner) : word{0};
+          threefry_2x32_rounds(k0, k1, k2, x0, x1);
+          y0[l] = x0;
+          y1[l] = x1;
+        }
+        sink(start, static_cast<const Bits*>(y0), m);
+        // Pairs j < n - half have a second element; n - half >= start because start < half.
+        const std::uint64_t with_partner = std::min<std::uint64_t>(m, n - half - start);
+        if (with_partner > 0) {
+          sink(half + start, static_cast<const Bits*>(y1), static_cast<std::size_t>(with_partner));
+        }
+      }
+    };
+    parallel_kernel(half, plan, body);
+  }
+}
+
+}  // namespace grove::random::detail

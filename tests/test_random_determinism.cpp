@@ -1,0 +1,197 @@
+// The same key gives the same numbers whatever the thread count, the chunking, the build (checked
+// against digests recorded from a -O3 -march=native build) and the instruction set; and the legacy
+// layout's bookkeeping (odd sizes, multi-block requests) matches its definition.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "grove/random.hpp"
+
+namespace gr = grove::random;
+namespace detail = grove::random::detail;
+
+namespace {
+
+// FNV-1a over the bytes of a vector's values.
+template <class V>
+std::uint64_t digest(const V& v) {
+  std::uint64_t h = 1469598103934665603ull;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(v.data());
+  for (std::size_t i = 0; i < sizeof(typename V::Scalar) * static_cast<std::size_t>(v.size());
+       ++i) {
+    h ^= bytes[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// Every function of the API, at one size, with the given scheduling options.
+struct everything {
+  gr::Vector<std::uint32_t> bits32;
+  gr::Vector<std::uint64_t> bits64;
+  gr::Vector<std::uint16_t> bits16;
+  gr::Vector<float> uniform;
+  gr::Vector<float> normal;
+  gr::Vector<double> normal64;
+  gr::Vector<float> truncated;
+  gr::Vector<float> gumbel;
+  gr::Vector<bool> bernoulli;
+  gr::Vector<std::int32_t> randint;
+  gr::Vector<std::int32_t> permutation;
+  gr::Matrix<float> matrix;
+
+  everything(const gr::Key& k, gr::Index n, const gr::options& opt)
+      : bits32(gr::bits(k, n, opt)),
+        bits64(gr::bits<std::uint64_t>(k, n, opt)),
+        bits16(gr::bits<std::uint16_t>(k, n, opt)),
+        uniform(gr::uniform(k, n, -2.0f, 2.0f, opt)),
+        normal(gr::normal(k, n, opt)),
+        normal64(gr::normal<double>(k, n, opt)),
+        truncated(gr::truncated_normal(k, -1.0f, 1.5f, n, opt)),
+        gumbel(gr::gumbel(k, n, opt)),
+        bernoulli(gr::bernoulli(k, 0.4f, n, opt)),
+        randint(gr::randint(k, n, -100, 1000, opt)),
+        permutation(gr::permutation(k, n, opt)),
+        matrix(gr::normal(k, 97, n / 97, opt)) {}
+
+  bool operator==(const everything&) const = default;
+};
+
+}  // namespace
+
+TEST_CASE("determinism: thread counts and chunk sizes do not change a bit",
+          "[random][determinism]") {
+  const gr::Index n = 100'003;  // odd, not a multiple of any block or chunk size
+  for (const auto& k : {gr::key(77), gr::legacy_key(77)}) {
+    INFO(k);
+    const everything reference(k, n, gr::options{1});
+    for (const gr::options opt :
+         {gr::options{0}, gr::options{2}, gr::options{3, 1000}, gr::options{4, 1},
+          gr::options{8, 129}, gr::options{1, 7}, gr::options{16, 65536}}) {
+      INFO("threads " << opt.threads << ", chunk " << opt.chunk);
+      CHECK(everything(k, n, opt) == reference);
+    }
+  }
+}
+
+TEST_CASE("determinism: digests recorded from a -O3 -march=native build", "[random][determinism]") {
+  // Recorded with GCC 12, -O3 -march=native on an AVX-512 machine; the same in every build of this
+  // test (Debug, ASan+UBSan -O1, without -march, Clang). float results are independent of the
+  // platform's libm; double normal and truncated normal use std::log1p and std::erf.
+  const gr::Index n = 100'000;
+  const auto k = gr::key(7);
+  const auto l = gr::legacy_key(7);
+  CHECK(digest(gr::normal(k, n)) == 0x5332fb2fc99912c0ull);
+  CHECK(digest(gr::uniform(k, n, -3.0f, 5.0f)) == 0x098e802ffed1e835ull);
+  CHECK(digest(gr::truncated_normal(k, -1.5f, 0.5f, n)) == 0xafcf6fc728d05aa2ull);
+  CHECK(digest(gr::gumbel(k, n)) == 0xe5bb0e06ef0140f7ull);
+  CHECK(digest(gr::uniform<double>(k, n, -3.0, 5.0)) == 0x8b4b6b48027155aeull);
+  CHECK(digest(gr::normal(l, n)) == 0xbcfac1cf1fb6fbe1ull);
+  CHECK(digest(gr::uniform(l, n, -3.0f, 5.0f)) == 0x13fdc91c18b203f2ull);
+  CHECK(digest(gr::truncated_normal(l, -1.5f, 0.5f, n)) == 0xe15e17a64f6f176full);
+  CHECK(digest(gr::gumbel(l, n)) == 0x0e1f915839275079ull);
+  CHECK(digest(gr::uniform<double>(l, n, -3.0, 5.0)) == 0xba82ca7ffedeb404ull);
+#if defined(__GLIBC__)
+  CHECK(digest(gr::normal<double>(k, n)) == 0x871a516dc7b3b0ebull);
+  CHECK(digest(gr::truncated_normal<double>(k, -1.5, 0.5, n)) == 0xee929ec6baee0b8full);
+  CHECK(digest(gr::normal<double>(l, n)) == 0x3de2fb1d016f1a5eull);
+  CHECK(digest(gr::truncated_normal<double>(l, -1.5, 0.5, n)) == 0x07db0308d99c7a17ull);
+#endif
+}
+
+TEST_CASE("determinism: every instruction set computes the same bits", "[random][determinism]") {
+  // generate_words runs its kernels through run_best, which picks AVX-512 or AVX2+FMA code when
+  // this CPU has them (on x86 with GCC or Clang). Compare with code compiled for this build's
+  // baseline: the scalar block function, and a sink called directly from this translation unit.
+  INFO("best instruction set: " << static_cast<int>(detail::best_instruction_set()));
+  const auto k = gr::key(9);
+  const std::uint64_t n = 10'000;
+  std::vector<std::uint32_t> words(n);
+  detail::copy_words<std::uint32_t> copy{words.data()};
+  detail::generate_words<std::uint32_t>(k.words, false, n, detail::schedule{1}, copy);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const auto y = detail::threefry_2x32(k.words, {0u, static_cast<std::uint32_t>(i)});
+    REQUIRE(words[i] == (y[0] ^ y[1]));
+  }
+
+  std::vector<float> dispatched(n), direct(n);
+  detail::inverse_erf_values<float> to_dispatched{dispatched.data(), -0.5f, 1.5f};
+  detail::generate_words<std::uint32_t>(k.words, false, n, detail::schedule{1}, to_dispatched);
+  detail::inverse_erf_values<float> to_direct{direct.data(), -0.5f, 1.5f};
+  for (std::uint64_t first = 0; first < n; first += detail::block_size) {
+    // Sinks take runs of at most block_size words.
+    to_direct(first, words.data() + first, std::min<std::uint64_t>(detail::block_size, n - first));
+  }
+  CHECK(dispatched == direct);
+}
+
+TEST_CASE("legacy layout: odd sizes and block edges match the definition", "[random][legacy]") {
+  // Word i of a legacy request of n words: the hash of the counts 0 .. n-1, padded to even length,
+  // first half paired with second half; all y0 then all y1.
+  const auto k = gr::legacy_key(1234);
+  for (std::uint64_t n : {1u, 2u, 3u, 4u, 5u, 127u, 128u, 129u, 255u, 256u, 257u, 1001u}) {
+    INFO("n = " << n);
+    const auto words = gr::bits(k, static_cast<gr::Index>(n), gr::options{3, 5});
+    const std::uint64_t half = (n + 1) / 2;
+    for (std::uint64_t i = 0; i < n; ++i) {
+      std::uint32_t expected;
+      if (i < half) {
+        const std::uint32_t partner = half + i < n ? static_cast<std::uint32_t>(half + i) : 0u;
+        expected = detail::threefry_2x32(k.words, {static_cast<std::uint32_t>(i), partner})[0];
+      } else {
+        expected = detail::threefry_2x32(
+            k.words, {static_cast<std::uint32_t>(i - half), static_cast<std::uint32_t>(i)})[1];
+      }
+      REQUIRE(words[static_cast<gr::Index>(i)] == expected);
+    }
+    // 64-bit words: the first n and the last n of 2n 32-bit words, as high and low halves.
+    const auto wide = gr::bits<std::uint64_t>(k, static_cast<gr::Index>(n));
+    const auto halves = gr::bits(k, static_cast<gr::Index>(2 * n));
+    for (std::uint64_t i = 0; i < n; ++i) {
+      const auto index = static_cast<gr::Index>(i);
+      REQUIRE(wide[index] ==
+              ((std::uint64_t{halves[index]} << 32) | halves[index + static_cast<gr::Index>(n)]));
+    }
+  }
+}
+
+TEST_CASE("legacy layout: requests beyond one hash are cut into blocks with split keys",
+          "[random][legacy]") {
+  // JAX cuts a legacy request of at least 2^32 - 1 words into blocks of 2^32 - 1 words, hashing
+  // block b with key b of split(key, blocks + 1) and the rest with the last key. The same code runs
+  // here with small blocks, against that definition built from split and bits.
+  const auto k = gr::legacy_key(4321);
+  for (const std::uint64_t block_words : {3u, 7u, 10u}) {
+    for (const std::uint64_t n : {10u, 21u, 30u, 31u}) {
+      INFO("block " << block_words << ", n " << n);
+      auto expected_words = [&](std::uint64_t count) {
+        const std::uint64_t blocks = count / block_words;
+        const auto keys = gr::split(k, static_cast<gr::Index>(blocks + 1));
+        std::vector<std::uint32_t> all;
+        for (std::uint64_t b = 0; b <= blocks; ++b) {
+          const std::uint64_t size = b < blocks ? block_words : count % block_words;
+          const auto part = gr::bits(keys[b], static_cast<gr::Index>(size));
+          all.insert(all.end(), part.data(), part.data() + part.size());
+        }
+        return all;
+      };
+      std::vector<std::uint32_t> narrow(n);
+      detail::copy_words<std::uint32_t> narrow_sink{narrow.data()};
+      detail::generate_words<std::uint32_t>(k.words, true, n, detail::schedule{2, 4}, narrow_sink,
+                                            block_words);
+      CHECK(narrow == expected_words(n));
+
+      std::vector<std::uint64_t> wide(n);
+      detail::copy_words<std::uint64_t> wide_sink{wide.data()};
+      detail::generate_words<std::uint64_t>(k.words, true, n, detail::schedule{2, 4}, wide_sink,
+                                            block_words);
+      const auto halves = expected_words(2 * n);
+      for (std::uint64_t i = 0; i < n; ++i) {
+        REQUIRE(wide[i] == ((std::uint64_t{halves[i]} << 32) | halves[n + i]));
+      }
+    }
+  }
+}
