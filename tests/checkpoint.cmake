@@ -1,0 +1,110 @@
+# Checkpoints (grove/io/checkpoint.hpp): unit tests, the mutation test, Python interoperability,
+# the README snippet, and (with Clang and GROVE_FUZZ=ON) a libFuzzer target.
+#
+# grove::grove does not depend on nlohmann-json: only the targets here link it, as a user who
+# includes grove/io/checkpoint.hpp must.
+find_package(nlohmann_json 3 REQUIRED)
+
+grove_test(test_checkpoint test_checkpoint.cpp test_checkpoint_errors.cpp test_checkpoint_mutation.cpp)
+target_link_libraries(test_checkpoint PRIVATE nlohmann_json::nlohmann_json)
+target_compile_definitions(test_checkpoint PRIVATE GROVE_PROJECT_VERSION="${PROJECT_VERSION}")
+
+# Resuming a training run bit for bit (needs grove/nn.hpp, the MLP layer).
+if(EXISTS ${PROJECT_SOURCE_DIR}/include/grove/nn.hpp)
+  grove_test(test_checkpoint_resume test_checkpoint_resume.cpp)
+  target_link_libraries(test_checkpoint_resume PRIVATE nlohmann_json::nlohmann_json)
+endif()
+
+# --- Python interoperability: numpy reads grove's files, grove reads numpy's ---------------------
+add_executable(checkpoint_interop checkpoint_interop.cpp)
+target_link_libraries(checkpoint_interop PRIVATE grove::grove grove_warnings nlohmann_json::nlohmann_json)
+if(TARGET grove_sanitize)
+  target_link_libraries(checkpoint_interop PRIVATE grove_sanitize)
+endif()
+
+# The interpreter: GROVE_PYTHON if given, else the first of python3 on PATH and /usr/bin/python3
+# that has numpy (a pyenv or venv python on PATH often lacks Debian's python3-numpy).
+if(NOT GROVE_PYTHON)
+  find_program(_grove_path_python NAMES python3)
+  set(_grove_candidates ${_grove_path_python} /usr/bin/python3)
+  foreach(candidate IN LISTS _grove_candidates)
+    if(candidate AND EXISTS ${candidate})
+      execute_process(COMMAND ${candidate} -c "import numpy" RESULT_VARIABLE _grove_rc OUTPUT_QUIET ERROR_QUIET)
+      if(_grove_rc EQUAL 0)
+        set(GROVE_PYTHON ${candidate} CACHE FILEPATH "Python 3 with numpy, for the interoperability tests")
+        break()
+      endif()
+      if(NOT _grove_first_python)
+        set(_grove_first_python ${candidate})
+      endif()
+    endif()
+  endforeach()
+  if(NOT GROVE_PYTHON)
+    # No numpy anywhere: the tests run and report themselves skipped.
+    set(GROVE_PYTHON ${_grove_first_python})
+  endif()
+endif()
+if(GROVE_PYTHON)
+  foreach(direction IN ITEMS python_reads_grove grove_reads_python python_doc_snippet)
+    add_test(NAME checkpoint_${direction}
+             COMMAND ${GROVE_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/checkpoint_interop.py ${direction}
+                     $<TARGET_FILE:checkpoint_interop> ${CMAKE_CURRENT_BINARY_DIR}/checkpoint_interop_files)
+    set_tests_properties(checkpoint_${direction} PROPERTIES SKIP_RETURN_CODE 77)
+  endforeach()
+else()
+  message(STATUS "grove: no python3 found; the checkpoint interoperability tests are not added")
+endif()
+
+# --- the README snippet (docs/checkpoint.md): compiled, run, and its output compared -------------
+set(_grove_doc ${PROJECT_SOURCE_DIR}/docs/checkpoint.md)
+if(EXISTS ${_grove_doc})
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_grove_doc})
+  file(READ ${_grove_doc} _grove_md)
+  # The first ```cpp block is the program; the ```text block after it is its exact output.
+  string(FIND "${_grove_md}" "```cpp\n" _grove_begin)
+  if(_grove_begin EQUAL -1)
+    message(FATAL_ERROR "docs/checkpoint.md has no ```cpp block")
+  endif()
+  math(EXPR _grove_begin "${_grove_begin} + 7")
+  string(SUBSTRING "${_grove_md}" ${_grove_begin} -1 _grove_rest)
+  string(FIND "${_grove_rest}" "```" _grove_end)
+  string(SUBSTRING "${_grove_rest}" 0 ${_grove_end} _grove_code)
+  string(SUBSTRING "${_grove_rest}" ${_grove_end} -1 _grove_rest)
+  string(FIND "${_grove_rest}" "```text\n" _grove_out)
+  math(EXPR _grove_out "${_grove_out} + 8")
+  string(SUBSTRING "${_grove_rest}" ${_grove_out} -1 _grove_rest)
+  string(FIND "${_grove_rest}" "```" _grove_end)
+  string(SUBSTRING "${_grove_rest}" 0 ${_grove_end} _grove_expected)
+  file(CONFIGURE OUTPUT ${CMAKE_CURRENT_BINARY_DIR}/checkpoint_snippet.cpp CONTENT "${_grove_code}" @ONLY)
+  file(CONFIGURE OUTPUT ${CMAKE_CURRENT_BINARY_DIR}/checkpoint_snippet.expected CONTENT "${_grove_expected}" @ONLY)
+  add_executable(checkpoint_snippet ${CMAKE_CURRENT_BINARY_DIR}/checkpoint_snippet.cpp)
+  target_link_libraries(checkpoint_snippet PRIVATE grove::grove grove_warnings nlohmann_json::nlohmann_json)
+  if(TARGET grove_sanitize)
+    target_link_libraries(checkpoint_snippet PRIVATE grove_sanitize)
+  endif()
+  file(MAKE_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/checkpoint_snippet_run)
+  add_test(NAME checkpoint_readme_snippet
+           COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:checkpoint_snippet>
+                   -DEXPECTED=${CMAKE_CURRENT_BINARY_DIR}/checkpoint_snippet.expected
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/run_snippet.cmake
+           WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/checkpoint_snippet_run)
+endif()
+
+# --- libFuzzer (optional): cmake -DCMAKE_CXX_COMPILER=clang++ -DGROVE_FUZZ=ON ----------------------
+option(GROVE_FUZZ "Build the checkpoint loader's libFuzzer target (needs Clang)" OFF)
+if(GROVE_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "GROVE_FUZZ needs Clang (libFuzzer); configure with -DCMAKE_CXX_COMPILER=clang++")
+  endif()
+  add_executable(fuzz_checkpoint fuzz_checkpoint.cpp)
+  target_link_libraries(fuzz_checkpoint PRIVATE grove::grove nlohmann_json::nlohmann_json)
+  target_compile_options(fuzz_checkpoint PRIVATE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all)
+  target_link_options(fuzz_checkpoint PRIVATE -fsanitize=fuzzer,address,undefined)
+  # A short run in ctest, from a corpus seeded with a valid checkpoint of the same tree.
+  set(_grove_corpus ${CMAKE_CURRENT_BINARY_DIR}/checkpoint_fuzz_corpus)
+  file(MAKE_DIRECTORY ${_grove_corpus})
+  add_test(NAME checkpoint_fuzz_seed COMMAND checkpoint_interop write ${_grove_corpus}/seed.safetensors)
+  set_tests_properties(checkpoint_fuzz_seed PROPERTIES FIXTURES_SETUP checkpoint_fuzz_corpus)
+  add_test(NAME checkpoint_fuzz_smoke COMMAND fuzz_checkpoint -runs=30000 -seed=1 -max_len=8192 ${_grove_corpus})
+  set_tests_properties(checkpoint_fuzz_smoke PROPERTIES FIXTURES_REQUIRED checkpoint_fuzz_corpus)
+endif()

@@ -1,0 +1,29 @@
+// libFuzzer target for the checkpoint loader: any input either loads into a Sample tree or raises
+// grove::io::format_error that leaves the tree untouched. Anything else (another exception, a
+// sanitizer report, a crash) is a finding.
+//   cmake -S . -B build/fuzz -DCMAKE_CXX_COMPILER=clang++ -DGROVE_FUZZ=ON
+//   cmake --build build/fuzz --target fuzz_checkpoint checkpoint_interop
+//   build/fuzz/tests/checkpoint_interop write corpus/seed.safetensors
+//   build/fuzz/tests/fuzz_checkpoint corpus
+#include <cstdlib>
+#include <iostream>
+
+#include "checkpoint_fixture.hpp"
+#include "grove/io/checkpoint.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  static const ckpt_test::Sample baseline = ckpt_test::zeroed();
+  static const std::filesystem::path name = "fuzz-input";
+  ckpt_test::Sample target = baseline;
+  const grove::io::detail::reading ctx{"fuzz", name};
+  try {
+    (void)grove::io::detail::load_bytes_into(reinterpret_cast<const std::byte*>(data), size, target,
+                                             ctx);
+  } catch (const grove::io::format_error&) {
+    if (!ckpt_test::bits_equal(target, baseline)) {
+      std::cerr << "a rejected input changed the target\n";
+      std::abort();
+    }
+  }
+  return 0;
+}
