@@ -1,6 +1,7 @@
-# Script mode: every ```cpp block of README.md must appear, verbatim, in a source file that is
-# compiled (examples/*.cpp, tests/*.cpp, bench/*.cpp), so the README never shows code that does not
-# build. Usage: cmake -DSOURCE_DIR=... -P readme_snippets.cmake
+# Script mode: every ```cpp block of README.md must appear in a source file that is compiled
+# (examples/, tests/, bench/), so the README never shows code that does not build. Blanks are
+# normalised first (indentation and runs of spaces), so a snippet may be indented or aligned
+# differently from its source. Usage: cmake -DSOURCE_DIR=... -P readme_snippets.cmake
 cmake_minimum_required(VERSION 3.25)
 file(READ ${SOURCE_DIR}/README.md readme)
 file(GLOB sources ${SOURCE_DIR}/examples/*.cpp ${SOURCE_DIR}/examples/*.hpp ${SOURCE_DIR}/tests/*.cpp
@@ -10,6 +11,15 @@ foreach(source IN LISTS sources)
   file(READ ${source} text)
   string(APPEND contents "${text}\n@@@\n")
 endforeach()
+
+# Collapses every run of blanks to one space and drops blanks at line starts and ends.
+function(normalise var)
+  string(REGEX REPLACE "[ \t]+" " " text "${${var}}")
+  string(REGEX REPLACE "\n " "\n" text "${text}")
+  string(REGEX REPLACE " \n" "\n" text "${text}")
+  set(${var} "${text}" PARENT_SCOPE)
+endfunction()
+normalise(contents)
 
 set(count 0)
 set(missing 0)
@@ -24,6 +34,8 @@ while(TRUE)
   string(SUBSTRING "${readme}" 0 ${stop} block)
   string(SUBSTRING "${readme}" ${stop} -1 readme)
   math(EXPR count "${count} + 1")
+  normalise(block)
+  string(REGEX REPLACE "^ " "" block "${block}")
   string(FIND "${contents}" "${block}" found)
   if(found EQUAL -1)
     math(EXPR missing "${missing} + 1")

@@ -1,6 +1,6 @@
-// grove/grove.hpp: the core layers (pytrees with Eigen support, random numbers). The MLP toolkit
-// (grove/nn.hpp), data-parallel training (grove/parallel.hpp, grove/mpi.hpp) and the io headers
-// (grove/io/*.hpp) are included separately, so that a program pays only for what it uses.
+// grove/grove.hpp: the core layers (pytrees with Eigen support, random numbers). Headers with
+// extra dependencies (grove/io/checkpoint.hpp needs nlohmann-json) are included separately, so
+// that a program pays only for what it uses.
 #pragma once
 
 #include "grove/random.hpp"
