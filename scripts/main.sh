@@ -6,5 +6,5 @@ cd "$(dirname "$0")/.."
 scripts/ensure-packages.sh $(grep -v '^#' scripts/packages.txt)
 cmake -S . -B build/main -DCMAKE_BUILD_TYPE=Release -DGROVE_BUILD_TESTS=OFF \
   -DGROVE_BUILD_BENCHMARKS=OFF >/dev/null
-cmake --build build/release -j "$(nproc)" --target pytree_tour
+cmake --build build/main -j "$(nproc)" --target pytree_tour
 exec build/main/examples/pytree_tour "$@"
