@@ -9,11 +9,9 @@ grove_test(test_checkpoint test_checkpoint.cpp test_checkpoint_errors.cpp test_c
 target_link_libraries(test_checkpoint PRIVATE nlohmann_json::nlohmann_json)
 target_compile_definitions(test_checkpoint PRIVATE GROVE_PROJECT_VERSION="${PROJECT_VERSION}")
 
-# Resuming a training run bit for bit (needs grove/nn.hpp, the MLP layer).
-if(EXISTS ${PROJECT_SOURCE_DIR}/include/grove/nn.hpp)
-  grove_test(test_checkpoint_resume test_checkpoint_resume.cpp)
-  target_link_libraries(test_checkpoint_resume PRIVATE nlohmann_json::nlohmann_json)
-endif()
+# Resuming a training run bit for bit (train_mlp's loop, with grove::nn).
+grove_test(test_checkpoint_resume test_checkpoint_resume.cpp)
+target_link_libraries(test_checkpoint_resume PRIVATE nlohmann_json::nlohmann_json)
 
 # --- Python interoperability: numpy reads grove's files, grove reads numpy's ---------------------
 add_executable(checkpoint_interop checkpoint_interop.cpp)
@@ -55,40 +53,9 @@ else()
   message(STATUS "grove: no python3 found; the checkpoint interoperability tests are not added")
 endif()
 
-# --- the README snippet (docs/checkpoint.md): compiled, run, and its output compared -------------
-set(_grove_doc ${PROJECT_SOURCE_DIR}/docs/checkpoint.md)
-if(EXISTS ${_grove_doc})
-  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_grove_doc})
-  file(READ ${_grove_doc} _grove_md)
-  # The first ```cpp block is the program; the ```text block after it is its exact output.
-  string(FIND "${_grove_md}" "```cpp\n" _grove_begin)
-  if(_grove_begin EQUAL -1)
-    message(FATAL_ERROR "docs/checkpoint.md has no ```cpp block")
-  endif()
-  math(EXPR _grove_begin "${_grove_begin} + 7")
-  string(SUBSTRING "${_grove_md}" ${_grove_begin} -1 _grove_rest)
-  string(FIND "${_grove_rest}" "```" _grove_end)
-  string(SUBSTRING "${_grove_rest}" 0 ${_grove_end} _grove_code)
-  string(SUBSTRING "${_grove_rest}" ${_grove_end} -1 _grove_rest)
-  string(FIND "${_grove_rest}" "```text\n" _grove_out)
-  math(EXPR _grove_out "${_grove_out} + 8")
-  string(SUBSTRING "${_grove_rest}" ${_grove_out} -1 _grove_rest)
-  string(FIND "${_grove_rest}" "```" _grove_end)
-  string(SUBSTRING "${_grove_rest}" 0 ${_grove_end} _grove_expected)
-  file(CONFIGURE OUTPUT ${CMAKE_CURRENT_BINARY_DIR}/checkpoint_snippet.cpp CONTENT "${_grove_code}" @ONLY)
-  file(CONFIGURE OUTPUT ${CMAKE_CURRENT_BINARY_DIR}/checkpoint_snippet.expected CONTENT "${_grove_expected}" @ONLY)
-  add_executable(checkpoint_snippet ${CMAKE_CURRENT_BINARY_DIR}/checkpoint_snippet.cpp)
-  target_link_libraries(checkpoint_snippet PRIVATE grove::grove grove_warnings nlohmann_json::nlohmann_json)
-  if(TARGET grove_sanitize)
-    target_link_libraries(checkpoint_snippet PRIVATE grove_sanitize)
-  endif()
-  file(MAKE_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/checkpoint_snippet_run)
-  add_test(NAME checkpoint_readme_snippet
-           COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:checkpoint_snippet>
-                   -DEXPECTED=${CMAKE_CURRENT_BINARY_DIR}/checkpoint_snippet.expected
-                   -P ${CMAKE_CURRENT_SOURCE_DIR}/run_snippet.cmake
-           WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/checkpoint_snippet_run)
-endif()
+# --- the program of docs/checkpoint.md: compiled, run, and its output compared -------------------
+grove_doc_program(TARGET checkpoint_snippet TEST checkpoint_readme_snippet DOC docs/checkpoint.md
+                  LIBRARIES nlohmann_json::nlohmann_json)
 
 # --- libFuzzer (optional): cmake -DCMAKE_CXX_COMPILER=clang++ -DGROVE_FUZZ=ON ----------------------
 option(GROVE_FUZZ "Build the checkpoint loader's libFuzzer target (needs Clang)" OFF)

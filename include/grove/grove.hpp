@@ -1,8 +1,13 @@
-// grove/grove.hpp: the core layers (pytrees with Eigen support, random numbers). Headers with
-// extra dependencies (grove/io/checkpoint.hpp needs nlohmann-json) are included separately, so
-// that a program pays only for what it uses.
+// grove/grove.hpp: every layer that needs nothing beyond Eigen and the standard library: pytrees
+// with Eigen support, random numbers, the MLP toolkit (grove::nn, grove::vmap) and data-parallel
+// collectives over local devices (grove::parallel). Headers with extra dependencies are included
+// separately, so that a program pays only for what it uses: grove/io/checkpoint.hpp
+// (nlohmann-json), grove/io/idx.hpp (zlib) and grove/mpi.hpp (MPI).
 #pragma once
 
+#include "grove/nn.hpp"
+#include "grove/parallel.hpp"
 #include "grove/random.hpp"
 #include "grove/tree.hpp"
 #include "grove/tree/eigen.hpp"
+#include "grove/vmap.hpp"

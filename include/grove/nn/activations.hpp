@@ -1,0 +1,277 @@
+// grove/nn/activations.hpp: swish (the default), relu, tanh and gelu, each with its derivative.
+//
+// An activation is a small function object:
+//
+//   grove::nn::swish(x)              x * sigmoid(x), for a scalar or any Eigen matrix / array
+//   grove::nn::swish.derivative(x)   d swish / dx, elementwise
+//   grove::nn::swish.vjp(z, g)       g * swish'(z): the vector-Jacobian product for backprop
+//
+// and the network functions take one as their last argument (`predict(params, x, nn::relu)`).
+// Each also has the segment kernels the fused forward and backward passes use: `forward(z, a, n)`
+// writes a = f(z); `forward_train(zd, a, n)` writes a = f(z) and overwrites z with f'(z) in the
+// same pass, so the backward pass is a plain multiplication and computes no transcendental.
+#pragma once
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <concepts>
+#include <type_traits>
+
+namespace grove::nn {
+
+namespace detail {
+
+// Applies op(z_chunk, a_chunk, s_chunk) to [0, n) in chunks that stay in L1, with a scratch array
+// of the chunk's length.
+template <class T, class Op>
+void chunked(Eigen::Index n, Op&& op) {
+  constexpr Eigen::Index chunk = 512;
+  for (Eigen::Index i = 0; i < n; i += chunk) op(i, std::min(chunk, n - i));
+}
+
+template <class T>
+using ArrayMap = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+template <class T>
+using ConstArrayMap = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+
+template <class T>
+T logistic(T x) {
+  return Eigen::internal::scalar_logistic_op<T>()(x);
+}
+
+// An activation's elementwise forms for scalars and Eigen objects, from its array kernels.
+template <class Derived>
+struct activation_base {
+  /// f(x) for a float or double.
+  template <std::floating_point T>
+  T operator()(T x) const {
+    Eigen::Array<T, 1, 1> a;
+    a(0) = x;
+    return Derived::apply(a)(0);
+  }
+  /// f(x) elementwise, evaluated: a matrix for a matrix, an array for an array.
+  template <class D>
+  typename D::PlainObject operator()(const Eigen::DenseBase<D>& x) const {
+    typename D::PlainObject out(x.rows(), x.cols());
+    out.array() = Derived::apply(x.derived().array());
+    return out;
+  }
+  /// f'(x) for a float or double.
+  template <std::floating_point T>
+  T derivative(T x) const {
+    Eigen::Array<T, 1, 1> a;
+    a(0) = x;
+    return Derived::derivative_of(a)(0);
+  }
+  /// f'(x) elementwise, evaluated.
+  template <class D>
+  typename D::PlainObject derivative(const Eigen::DenseBase<D>& x) const {
+    typename D::PlainObject out(x.rows(), x.cols());
+    out.array() = Derived::derivative_of(x.derived().array());
+    return out;
+  }
+  /// The vector-Jacobian product of f at z: g * f'(z), elementwise (z and g of the same shape).
+  template <class DZ, class DG>
+  typename DZ::PlainObject vjp(const Eigen::DenseBase<DZ>& z, const Eigen::DenseBase<DG>& g) const {
+    eigen_assert(z.rows() == g.rows() && z.cols() == g.cols() &&
+                 "grove::nn: vjp needs z and g of the same shape");
+    typename DZ::PlainObject out(z.rows(), z.cols());
+    out.array() = g.derived().array() * Derived::derivative_of(z.derived().array());
+    return out;
+  }
+
+  /// a[0, n) = f(z[0, n)). z and a may be the same memory.
+  template <class T>
+  static void forward(const T* z, T* a, Eigen::Index n) {
+    chunked<T>(n, [&](Eigen::Index i, Eigen::Index len) {
+      ArrayMap<T>(a + i, len) = Derived::apply(ConstArrayMap<T>(z + i, len));
+    });
+  }
+  /// a[0, n) = f(z[0, n)) and zd[0, n) = f'(z[0, n)), with z read from zd.
+  template <class T>
+  static void forward_train(T* zd, T* a, Eigen::Index n) {
+    chunked<T>(n, [&](Eigen::Index i, Eigen::Index len) {
+      ArrayMap<T> z(zd + i, len), out(a + i, len);
+      out = Derived::apply(z);
+      z = Derived::derivative_of(z);
+    });
+  }
+};
+
+}  // namespace detail
+
+/// swish(x) = x * sigmoid(x) (jax.nn.swish, also called silu). grove's default activation.
+struct Swish : detail::activation_base<Swish> {
+  static constexpr const char* name = "swish";
+  template <class A>
+  static auto apply(const A& z) {
+    return z * z.logistic();
+  }
+  template <class A>
+  static auto derivative_of(const A& z) {
+    using T = typename A::Scalar;
+    return z.logistic() * (T(1) + z * (T(1) - z.logistic()));
+  }
+  template <class T>
+  static void forward_train(T* zd, T* a, Eigen::Index n) {
+    // One sigmoid per element: s = sigmoid(z); a = z s; f'(z) = s (1 + z (1 - s)) = s + a (1 - s).
+    constexpr Eigen::Index chunk = 512;
+    alignas(64) T s_buffer[chunk];
+    detail::chunked<T>(n, [&](Eigen::Index i, Eigen::Index len) {
+      detail::ArrayMap<T> z(zd + i, len), out(a + i, len), s(s_buffer, len);
+      s = z.logistic();
+      out = z * s;
+      z = s + out * (T(1) - s);
+    });
+  }
+};
+
+/// relu(x) = max(x, 0) (jax.nn.relu). Its derivative at 0 is 0, as JAX's.
+struct Relu : detail::activation_base<Relu> {
+  static constexpr const char* name = "relu";
+  template <class A>
+  static auto apply(const A& z) {
+    using T = typename A::Scalar;
+    return z.max(T(0));
+  }
+  template <class A>
+  static auto derivative_of(const A& z) {
+    using T = typename A::Scalar;
+    return (z > T(0)).template cast<T>();
+  }
+};
+
+/// tanh(x) (jax.nn.tanh). f'(x) = 1 - tanh(x)^2, computed from the forward pass's value.
+struct Tanh : detail::activation_base<Tanh> {
+  static constexpr const char* name = "tanh";
+  template <class A>
+  static auto apply(const A& z) {
+    return z.tanh();
+  }
+  template <class A>
+  static auto derivative_of(const A& z) {
+    using T = typename A::Scalar;
+    return T(1) - z.tanh().square();
+  }
+  template <class T>
+  static void forward_train(T* zd, T* a, Eigen::Index n) {
+    detail::chunked<T>(n, [&](Eigen::Index i, Eigen::Index len) {
+      detail::ArrayMap<T> z(zd + i, len), out(a + i, len);
+      out = z.tanh();
+      z = T(1) - out.square();
+    });
+  }
+};
+
+namespace detail {
+// gelu's tanh approximation as array expressions (the kernel of Gelu with approximate = true).
+struct gelu_tanh : activation_base<gelu_tanh> {
+  static constexpr double k = 0.79788456080286535587989211986876;  // sqrt(2 / pi)
+  template <class A>
+  static auto apply(const A& z) {
+    using T = typename A::Scalar;
+    return T(0.5) * z * (T(1) + (T(k) * (z + T(0.044715) * z.cube())).tanh());
+  }
+  template <class A>
+  static auto derivative_of(const A& z) {
+    using T = typename A::Scalar;
+    const auto t = (T(k) * (z + T(0.044715) * z.cube())).tanh();
+    return T(0.5) * (T(1) + t) +
+           T(0.5) * z * (T(1) - t.square()) * T(k) * (T(1) + T(3 * 0.044715) * z.square());
+  }
+  template <class T>
+  static void forward_train(T* zd, T* a, Eigen::Index n) {
+    constexpr Eigen::Index chunk = 512;
+    alignas(64) T t_buffer[chunk];
+    chunked<T>(n, [&](Eigen::Index i, Eigen::Index len) {
+      ArrayMap<T> z(zd + i, len), out(a + i, len), t(t_buffer, len);
+      t = (T(k) * (z + T(0.044715) * z.cube())).tanh();
+      out = T(0.5) * z * (T(1) + t);
+      z = T(0.5) * (T(1) + t) +
+          T(0.5) * z * (T(1) - t.square()) * T(k) * (T(1) + T(3 * 0.044715) * z.square());
+    });
+  }
+};
+}  // namespace detail
+
+/// gelu (jax.nn.gelu). With approximate = true (JAX's default):
+///   0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))),
+/// with approximate = false the exact x Phi(x) = 0.5 x (1 + erf(x / sqrt(2))), elementwise with
+/// std::erf (slower):  grove::nn::Gelu{.approximate = false}.
+struct Gelu {
+  static constexpr const char* name = "gelu";
+  bool approximate = true;
+
+  template <std::floating_point T>
+  T operator()(T x) const {
+    return approximate ? detail::gelu_tanh{}(x) : exact(x);
+  }
+  template <class D>
+  typename D::PlainObject operator()(const Eigen::DenseBase<D>& x) const {
+    if (approximate) return detail::gelu_tanh{}(x);
+    return x.derived().unaryExpr([](auto v) { return exact(v); });
+  }
+  template <std::floating_point T>
+  T derivative(T x) const {
+    return approximate ? detail::gelu_tanh{}.derivative(x) : exact_derivative(x);
+  }
+  template <class D>
+  typename D::PlainObject derivative(const Eigen::DenseBase<D>& x) const {
+    if (approximate) return detail::gelu_tanh{}.derivative(x);
+    return x.derived().unaryExpr([](auto v) { return exact_derivative(v); });
+  }
+  template <class DZ, class DG>
+  typename DZ::PlainObject vjp(const Eigen::DenseBase<DZ>& z, const Eigen::DenseBase<DG>& g) const {
+    if (approximate) return detail::gelu_tanh{}.vjp(z, g);
+    typename DZ::PlainObject out(z.rows(), z.cols());
+    out.array() = g.derived().array() * derivative(z.derived()).array();
+    return out;
+  }
+  template <class T>
+  void forward(const T* z, T* a, Eigen::Index n) const {
+    if (approximate) {
+      detail::gelu_tanh::forward(z, a, n);
+    } else {
+      for (Eigen::Index i = 0; i < n; ++i) a[i] = exact(z[i]);
+    }
+  }
+  template <class T>
+  void forward_train(T* zd, T* a, Eigen::Index n) const {
+    if (approximate) {
+      detail::gelu_tanh::forward_train(zd, a, n);
+    } else {
+      for (Eigen::Index i = 0; i < n; ++i) {
+        const T z = zd[i];
+        a[i] = exact(z);
+        zd[i] = exact_derivative(z);
+      }
+    }
+  }
+
+  template <class T>
+  static T exact(T x) {
+    return T(0.5) * x * (T(1) + std::erf(x / T(1.4142135623730950488016887242097)));
+  }
+  template <class T>
+  static T exact_derivative(T x) {  // Phi(x) + x phi(x)
+    return T(0.5) * (T(1) + std::erf(x / T(1.4142135623730950488016887242097))) +
+           x * T(0.39894228040143267793994605993438) * std::exp(T(-0.5) * x * x);
+  }
+};
+
+inline constexpr Swish swish{};
+inline constexpr Relu relu{};
+inline constexpr Tanh tanh{};
+inline constexpr Gelu gelu{};
+
+/// What the network functions accept as an activation: one of the above, or a user type with the
+/// same members (apply / derivative_of array expressions, forward / forward_train kernels, name).
+template <class A>
+concept activation = requires(const A& act, float* p, const float* cp, Eigen::Index n) {
+  { A::name } -> std::convertible_to<const char*>;
+  act.forward(cp, p, n);
+  act.forward_train(p, p, n);
+};
+
+}  // namespace grove::nn

@@ -1,0 +1,434 @@
+// grove/nn/workspace.hpp: the fused forward / loss / backward passes of an MLP over a batch, and
+// the workspace they run in.
+//
+// One call is one OpenMP team (see grove/nn/detail/gemm.hpp); each thread computes its slice of
+// each product and then, while that slice is in its cache, the elementwise work on it:
+//   forward, per layer:  Z = b + W A   (the bias is C's initial value: one GEMM, no extra pass)
+//                        A = f(Z), D = f'(Z)   (one pass; D overwrites Z)
+//   loss:                per example (column): log-softmax, cross-entropy, dZ = (softmax - y) / B
+//   backward, per layer: dW = dZ A_prev^T   (one GEMM)
+//                        db = the row sums of dZ
+//                        dZ_prev = (W^T dZ) * D_prev   (one GEMM, then one pass)
+// with a barrier between layers. The first layer's input gradient is never computed. In sgd mode
+// the weight gradients are not stored: W -= lr dZ A_prev^T is the GEMM itself, run once W's own
+// input gradient is done. After the first call with a network and a batch size (or any smaller
+// batch), nothing is allocated.
+#pragma once
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <ranges>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "grove/nn/activations.hpp"
+#include "grove/nn/dense.hpp"
+#include "grove/nn/detail/gemm.hpp"
+
+namespace grove::nn {
+
+namespace detail {
+template <class T>
+struct engine;
+}
+
+/// Scratch memory for the batched passes (value_and_grad_into, and the loss / predict functions
+/// that take one). It grows to the largest network and batch it has seen and is then reused: a
+/// training loop that keeps one Workspace allocates nothing after its first step. Not shared
+/// between threads that run passes at the same time.
+template <class T>
+class Workspace {
+ public:
+  Workspace() = default;
+
+  /// Bytes held.
+  std::size_t bytes() const {
+    std::size_t n = 0;
+    for (const auto& z : z_) n += static_cast<std::size_t>(z.size());
+    for (const auto& a : a_) n += static_cast<std::size_t>(a.size());
+    n += static_cast<std::size_t>(da_.size() + column_loss_.size() + bias_.size());
+    n *= sizeof(T);
+    for (const auto& s : scratch_) n += s.bytes();
+    return n;
+  }
+
+  /// The largest batch the workspace holds without growing.
+  Index capacity() const { return capacity_; }
+
+ private:
+  friend struct detail::engine<T>;
+
+  // Grows to hold a network with these layer widths and `batch` columns; keeps larger buffers.
+  void reserve(const std::vector<Index>& widths, Index batch, bool training) {
+    const std::size_t layers = widths.size() - 1;
+    if (batch > capacity_ || widths != widths_ || (training && a_.size() + 1 < layers)) {
+      capacity_ = std::max(capacity_, batch);
+      widths_ = widths;
+      z_.resize(layers);
+      for (std::size_t l = 0; l < layers; ++l) grow(z_[l], widths[l + 1] * capacity_);
+      if (training) {
+        a_.resize(layers - 1);
+        for (std::size_t l = 0; l + 1 < layers; ++l) grow(a_[l], widths[l + 1] * capacity_);
+      }
+      Index widest_hidden = 0;
+      for (std::size_t l = 1; l < layers; ++l) widest_hidden = std::max(widest_hidden, widths[l]);
+      if (training) grow(da_, widest_hidden * capacity_);
+      grow(column_loss_, capacity_);
+      Index widest = 0;
+      for (std::size_t l = 1; l < widths.size(); ++l) widest = std::max(widest, widths[l]);
+      grow(bias_, widest);
+    }
+  }
+  static void grow(Vector<T>& v, Index n) {
+    if (v.size() < n) v.resize(n);
+  }
+
+  std::vector<Index> widths_;   // the layer widths the buffers were sized for
+  std::vector<Index> current_;  // the widths of the current call
+  Index capacity_ = 0;
+  std::vector<Vector<T>> z_;  // per layer: Z, then f'(Z), then dZ
+  std::vector<Vector<T>> a_;  // per hidden layer: f(Z) (training only; inference works in place)
+  Vector<T> da_;              // W^T dZ before the multiplication by f'
+  Vector<T> column_loss_;     // each example's loss
+  Vector<T> bias_;            // a bias gradient on its way into a fused update
+  std::vector<detail::GemmScratch<T>> scratch_;  // one per thread
+};
+
+namespace detail {
+
+// What the loss pass compares the logits with: integer labels, or a (classes x batch) matrix of
+// targets (one-hot, or any probabilities).
+template <class I>
+struct label_targets {
+  const I* data;
+  Index stride;
+  Index operator[](Index j) const { return static_cast<Index>(data[j * stride]); }
+};
+template <class T>
+struct dense_targets {
+  View<const T> y;
+};
+
+// One column's log-sum-exp, stable for huge logits: m + log(sum(exp(z - m))).
+template <class T>
+T log_sum_exp(const T* z, Index n) {
+  Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> zc(z, n);
+  const T m = zc.maxCoeff();
+  if (!std::isfinite(m)) return m;  // +inf stays +inf; NaN propagates
+  return m + std::log((zc - m).exp().sum());
+}
+
+template <class T>
+struct engine {
+  // predict: logits only. loss: the mean loss. train: the loss and the gradients into `grads`.
+  // sgd: the loss, and params -= lr * gradients applied inside the backward pass (the gradients
+  // are never stored: each weight update is one GEMM that accumulates -lr dZ A^T into W).
+  enum class mode { predict, loss, train, sgd };
+
+  // Shapes of a network applied to a batch with `rows` features, into `w` (which keeps its
+  // capacity: no allocation once it has held as many layers); throws naming the problem.
+  template <class P>
+  static void widths_into(const char* function, const P& params, Index rows,
+                          std::vector<Index>& w) {
+    const auto layers = static_cast<Index>(std::ranges::size(params));
+    if (layers == 0) fail(function, "the network has no layers");
+    w.clear();
+    w.push_back(rows);
+    Index l = 0;
+    for (const auto& layer : params) {
+      auto shape = [&] {
+        return "layer " + std::to_string(l) + "'s w is " + std::to_string(layer.w.rows()) + "x" +
+               std::to_string(layer.w.cols());
+      };
+      if (layer.w.rows() != layer.b.size())
+        fail(function, shape() + " but its b has " + std::to_string(layer.b.size()) +
+                           " elements (expected " + std::to_string(layer.w.rows()) + ")");
+      if (layer.w.cols() != w.back()) {
+        if (l == 0)
+          fail(function, "the input has " + std::to_string(rows) + " features (rows) but " +
+                             shape() + " (expects " + std::to_string(layer.w.cols()) + ")");
+        fail(function, shape() + " but layer " + std::to_string(l - 1) + " has " +
+                           std::to_string(w.back()) + " outputs");
+      }
+      if (layer.w.rows() == 0) fail(function, "layer " + std::to_string(l) + " has no outputs");
+      w.push_back(layer.w.rows());
+      ++l;
+    }
+  }
+  // Checks the network for a batch with `rows` features, without allocating; returns its number
+  // of outputs.
+  template <class P>
+  static Index outputs(const char* function, const P& params, Index rows, Workspace<T>& ws) {
+    widths_into(function, params, rows, ws.current_);
+    return ws.current_.back();
+  }
+  template <class P>
+  static std::vector<Index> widths(const char* function, const P& params, Index rows) {
+    std::vector<Index> w;
+    widths_into(function, params, rows, w);
+    return w;
+  }
+
+  // Checks targets against the logits' shape before any work (nothing throws inside the team).
+  template <class I>
+  static void check(const char* function, const label_targets<I>& t, Index classes, Index batch) {
+    for (Index j = 0; j < batch; ++j) {
+      const auto v = t.data[j * t.stride];
+      if (v < 0 || static_cast<Index>(v) >= classes)
+        fail(function, "label " + std::to_string(v) + " of example " + std::to_string(j) +
+                           " is outside [0, " + std::to_string(classes) + ") (the network has " +
+                           std::to_string(classes) + " outputs)");
+    }
+  }
+  static void check(const char* function, const dense_targets<T>& t, Index classes, Index batch) {
+    if (t.y.rows != classes || t.y.cols != batch)
+      fail(function, "the targets are " + std::to_string(t.y.rows) + "x" +
+                         std::to_string(t.y.cols) + " but the logits are " +
+                         std::to_string(classes) + "x" + std::to_string(batch) +
+                         " (classes x batch)");
+  }
+  static void check(const char*, const std::nullptr_t&, Index, Index) {}
+
+  // Loss of column j given its logits z and their log-sum-exp; in training, z becomes dZ.
+  template <class I>
+  static T column(const label_targets<I>& t, Index j, T* z, Index classes, T lse, bool grad,
+                  T scale) {
+    const Index label = t[j];
+    const T loss = lse - z[label];
+    if (grad) {
+      Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> zc(z, classes);
+      zc = (zc - lse).exp() * scale;
+      z[label] -= scale;
+    }
+    return loss;
+  }
+  static T column(const dense_targets<T>& t, Index j, T* z, Index classes, T lse, bool grad,
+                  T scale) {
+    Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> zc(z, classes);
+    Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> y(t.y.col(j), classes);
+    const T loss = -(y * (zc - lse)).sum();
+    if (grad) zc = ((zc - lse).exp() * y.sum() - y) * scale;
+    return loss;
+  }
+  static T column(const std::nullptr_t&, Index, T*, Index, T, bool, T) { return T(0); }
+
+  // The passes. `x`: in x batch. `logits`: where predict writes (out x batch). `grads`: where
+  // train writes. Returns the mean loss (loss and train modes).
+  template <mode M, class P, class Targets, class Act, class G = std::remove_const_t<P>>
+  static T run(const char* function, P& params, View<const T> x, const Targets& targets, G* grads,
+               View<T> logits, Workspace<T>& ws, const Act& act, T lr = T(0)) {
+    widths_into(function, params, x.rows, ws.current_);
+    const std::vector<Index>& width = ws.current_;
+    const std::size_t L = width.size() - 1;
+    const Index batch = x.cols;
+    const Index classes = width.back();
+    check(function, targets, classes, batch);
+    if (batch == 0)
+      return M == mode::predict ? T(0) : std::numeric_limits<T>::quiet_NaN();  // mean of nothing
+    constexpr bool training = M == mode::train || M == mode::sgd;
+    ws.reserve(width, batch, training);
+    if constexpr (M == mode::train) prepare_grads(*grads, params);
+
+    const int nt = max_threads();
+    if (static_cast<int>(ws.scratch_.size()) < nt) ws.scratch_.resize(static_cast<std::size_t>(nt));
+    // Every product's slices, so that the team never allocates.
+    for (int tid = 0; tid < nt; ++tid) {
+      auto& s = ws.scratch_[static_cast<std::size_t>(tid)];
+      for (std::size_t l = 0; l < L; ++l) {
+        const Index out = width[l + 1], in = width[l];
+        reserve_slice(s, out, batch, in, tid, nt);
+        if (training) {
+          reserve_slice(s, out, in, batch, tid, nt);
+          if (l > 0) reserve_slice(s, in, batch, out, tid, nt);
+        }
+      }
+    }
+
+    // Views of the workspace for this batch.
+    auto z_of = [&](std::size_t l) -> View<T> {
+      if (M == mode::predict && l + 1 == L) return logits;
+      return {ws.z_[l].data(), width[l + 1], batch, width[l + 1]};
+    };
+    auto a_of = [&](std::size_t l) -> View<const T> {  // the input of layer l
+      if (l == 0) return x;
+      const T* p = training ? ws.a_[l - 1].data() : ws.z_[l - 1].data();
+      return {p, width[l], batch, width[l]};
+    };
+    auto w_of = [&](std::size_t l) -> View<const T> {
+      const auto& w = params[l].w;
+      return {w.data(), w.rows(), w.cols(), w.rows()};
+    };
+
+    const T scale = T(1) / static_cast<T>(batch);
+    parallel(nt, [&](int tid, int team) {
+      GemmScratch<T>& scratch = ws.scratch_[static_cast<std::size_t>(tid)];
+      // --- forward ---
+      for (std::size_t l = 0; l < L; ++l) {
+        const Index out = width[l + 1], in = width[l];
+        const View<T> z = z_of(l);
+        const Slice s = slice_of(out, batch, in, tid, team);
+        const T* b = params[l].b.data();
+        for (Index j = s.cols.begin; j < s.cols.end; ++j)
+          std::copy(b + s.rows.begin, b + s.rows.end, z.col(j) + s.rows.begin);
+        gemm_slice<false, false>(s, w_of(l), a_of(l), z, T(1), scratch);
+        if (l + 1 < L) {
+          for (Index j = s.cols.begin; j < s.cols.end; ++j) {
+            T* zj = z.col(j) + s.rows.begin;
+            if constexpr (training)
+              act.forward_train(zj, ws.a_[l].data() + j * out + s.rows.begin, s.rows.size());
+            else
+              act.forward(zj, zj, s.rows.size());
+          }
+        }
+        if (l + 1 < L) barrier(team);
+      }
+      if constexpr (M != mode::predict) {
+        // --- loss, and dZ of the last layer ---
+        // When the last product gave each thread whole columns of logits (it is split along its
+        // columns), each thread goes on with its own columns without waiting for the others.
+        // (The same decision in every thread: a barrier is met by the whole team or by none.)
+        const bool own_columns = !rows_split(classes, batch);
+        if (!own_columns) barrier(team);
+        const View<T> z = z_of(L - 1);
+        const Range cols = own_columns ? slice_of(classes, batch, width[L - 1], tid, team).cols
+                                       : share(batch, tid, team, 1);
+        for (Index j = cols.begin; j < cols.end; ++j) {
+          T* zj = z.col(j);
+          const T lse = log_sum_exp(zj, classes);
+          ws.column_loss_[j] = column(targets, j, zj, classes, lse, training, scale);
+        }
+      }
+      if constexpr (training) {
+        barrier(team);
+        // --- backward ---
+        for (std::size_t l = L; l-- > 0;) {
+          const Index out = width[l + 1], in = width[l];
+          const View<const T> dz{ws.z_[l].data(), out, batch, out};
+          if constexpr (M == mode::train) {  // dW = dZ A_prev^T
+            const View<T> dw{(*grads)[l].w.data(), out, in, out};
+            const Slice s = slice_of(out, in, batch, tid, team);
+            zero_slice(s, dw);
+            gemm_slice<false, true>(s, dz, a_of(l), dw, T(1), scratch);
+          } else if (l + 1 < L) {  // W_next -= lr dZ_next A^T, now that W_next's dA is done
+            const Index n_out = width[l + 2];
+            const View<const T> dz_next{ws.z_[l + 1].data(), n_out, batch, n_out};
+            auto& w = params[l + 1].w;
+            const Slice s = slice_of(n_out, out, batch, tid, team);
+            gemm_slice<false, true>(s, dz_next, a_of(l + 1),
+                                    View<T>{w.data(), w.rows(), w.cols(), w.rows()}, -lr, scratch);
+          }
+          {  // db = the sum of dZ's columns, in column order
+            const Range r = share(out, tid, team);
+            if (!r.empty()) {
+              auto db = M == mode::train
+                            ? Eigen::Map<Vector<T>>((*grads)[l].b.data() + r.begin, r.size())
+                            : Eigen::Map<Vector<T>>(ws.bias_.data() + r.begin, r.size());
+              db.setZero();
+              for (Index j = 0; j < batch; ++j)
+                db += Eigen::Map<const Vector<T>>(dz.col(j) + r.begin, r.size());
+              if constexpr (M == mode::sgd) params[l].b.segment(r.begin, r.size()) -= lr * db;
+            }
+          }
+          if (l > 0) {  // dZ_prev = (W^T dZ) * f'(Z_prev)
+            const View<T> da{ws.da_.data(), in, batch, in};
+            const Slice s = slice_of(in, batch, out, tid, team);
+            zero_slice(s, da);
+            gemm_slice<true, false>(s, w_of(l), dz, da, T(1), scratch);
+            const View<T> d = z_of(l - 1);
+            for (Index j = s.cols.begin; j < s.cols.end; ++j) {
+              Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> dj(d.col(j) + s.rows.begin,
+                                                                s.rows.size());
+              dj *= Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(da.col(j) + s.rows.begin,
+                                                                         s.rows.size());
+            }
+          }
+          if constexpr (M == mode::sgd) {
+            if (l == 0) {  // W_0 -= lr dZ_0 X^T (dZ_0 is complete, and nothing reads W_0 any more)
+              auto& w = params[0].w;
+              const Slice s = slice_of(out, in, batch, tid, team);
+              gemm_slice<false, true>(s, dz, x, View<T>{w.data(), w.rows(), w.cols(), w.rows()},
+                                      -lr, scratch);
+            }
+          }
+          if (l > 0) barrier(team);
+        }
+      }
+    });
+    if constexpr (M == mode::predict)
+      return T(0);
+    else
+      return column_loss_sum(ws, batch) / static_cast<T>(batch);
+  }
+
+  // The sum of the last run's per-example losses, in example order.
+  static T column_loss_sum(const Workspace<T>& ws, Index batch) {
+    T total = 0;
+    for (Index j = 0; j < batch; ++j) total += ws.column_loss_[j];
+    return total;
+  }
+
+  static void reserve_slice(GemmScratch<T>& s, Index m, Index n, Index k, int tid, int nt) {
+    const Slice sl = slice_of(m, n, k, tid, nt);
+    if (!sl.empty()) s.reserve(sl.rows.size(), sl.cols.size(), k);
+  }
+
+  // Gives grads the network's shapes (allocating only when they differ).
+  template <class G, class P>
+  static void prepare_grads(G& grads, const P& params) {
+    if constexpr (requires { grads.resize(std::size_t{}); })
+      grads.resize(std::ranges::size(params));
+    if (std::ranges::size(grads) != std::ranges::size(params))
+      fail("value_and_grad_into", "grads has " + std::to_string(std::ranges::size(grads)) +
+                                      " layers, params " +
+                                      std::to_string(std::ranges::size(params)));
+    for (std::size_t l = 0; l < std::ranges::size(params); ++l) {
+      grads[l].w.resize(params[l].w.rows(), params[l].w.cols());
+      grads[l].b.resize(params[l].b.size());
+    }
+  }
+};
+
+template <class T, class DX>
+constexpr void require_scalar() {
+  static_assert(std::is_same_v<typename DX::Scalar, T>,
+                "grove::nn: the batch's scalar type must be the parameters' (convert the data with "
+                ".cast<T>())");
+}
+
+// Calls f(targets) with the targets Y stands for: integer labels (a vector, one per example) or
+// a (classes x batch) matrix of floating-point targets. Checks the count against the batch.
+template <class T, class DY, class F>
+decltype(auto) with_targets(const char* function, const Eigen::DenseBase<DY>& y, Index batch,
+                            F&& f) {
+  using S = typename DY::Scalar;
+  if constexpr (std::is_integral_v<S>) {
+    if (y.rows() != 1 && y.cols() != 1)
+      fail(function, "integer labels must be a vector, got a " + std::to_string(y.rows()) + "x" +
+                         std::to_string(y.cols()) + " matrix");
+    if (y.size() != batch)
+      fail(function, "got " + std::to_string(y.size()) + " labels for a batch of " +
+                         std::to_string(batch) + " examples");
+    using Labels = Eigen::Ref<const Eigen::Matrix<S, Eigen::Dynamic, 1>, 0, Eigen::InnerStride<>>;
+    if (y.cols() == 1) {
+      const Labels labels(y.derived().col(0));
+      return f(label_targets<S>{labels.data(), labels.innerStride()});
+    }
+    const Labels labels(y.derived().row(0).transpose());
+    return f(label_targets<S>{labels.data(), labels.innerStride()});
+  } else {
+    static_assert(std::is_same_v<S, T>,
+                  "grove::nn: targets are integer labels, or a (classes x batch) matrix of the "
+                  "parameters' scalar "
+                  "type");
+    const Eigen::Ref<const Matrix<T>, 0, Eigen::OuterStride<>> targets(y.derived());
+    return f(
+        dense_targets<T>{{targets.data(), targets.rows(), targets.cols(), targets.outerStride()}});
+  }
+}
+
+}  // namespace detail
+}  // namespace grove::nn

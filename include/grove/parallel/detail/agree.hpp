@@ -1,0 +1,384 @@
+// grove/parallel/detail/agree.hpp: before any collective moves a tree, the devices agree that
+// they hold the same thing. Each hashes what it is about to do (the operation, its root, the
+// tree's structure, every leaf's element type, shape and memory layout, the staging settings)
+// without allocating, and one small allreduce_max of (hash, ~hash, bytes, ~bytes) tells every
+// device at once whether all the hashes are equal (max(x) == ~max(~x) == min(x)). Every device
+// reaches the same verdict, so either all go on, or all take the error path: there they exchange
+// descriptions of their trees (only then, allocating) and raise the same tree_error naming the
+// first difference.
+#pragma once
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "grove/parallel/communicator.hpp"
+#include "grove/tree.hpp"
+#include "grove/tree/eigen.hpp"
+
+namespace grove::parallel::detail {
+
+// --- leaves ------------------------------------------------------------------------------------
+
+template <class L>
+struct leaf_scalar {
+  using type = void;
+};
+template <class L>
+requires std::is_arithmetic_v<L>
+struct leaf_scalar<L> {
+  using type = L;
+};
+template <class L>
+requires std::is_base_of_v<Eigen::DenseBase<L>, L>
+struct leaf_scalar<L> {
+  using type = typename L::Scalar;
+};
+template <class L>
+using leaf_scalar_t = typename leaf_scalar<std::remove_cvref_t<L>>::type;
+
+// A leaf the collectives can move: an arithmetic scalar, or an Eigen dense object with direct
+// access to its memory (Matrix, Array, Map, Ref) of arithmetic elements.
+template <class L>
+constexpr bool collective_leaf() {
+  using T = std::remove_cvref_t<L>;
+  if constexpr (std::is_arithmetic_v<T>)
+    return !std::is_same_v<T, bool>;
+  else if constexpr (std::is_base_of_v<Eigen::DenseBase<T>, T>)
+    return reducible<typename T::Scalar> && (T::Flags & Eigen::DirectAccessBit) != 0;
+  else
+    return false;
+}
+
+template <class L>
+constexpr void require_collective_leaf() {
+  static_assert(collective_leaf<L>(),
+                "grove::parallel: every leaf of a tree given to a collective must be an arithmetic "
+                "scalar (not bool) or an Eigen dense object with its own memory (Matrix, Array, "
+                "Map, Ref) of arithmetic elements");
+}
+
+// Calls fn(ptr, n) for each contiguous run of the leaf's elements, in storage order (column-major
+// unless the leaf says otherwise); a plain object is one run.
+template <class Leaf, class Fn>
+void leaf_runs(Leaf& leaf, Fn&& fn) {
+  using T = std::remove_const_t<Leaf>;
+  require_collective_leaf<T>();
+  if constexpr (std::is_arithmetic_v<T>) {
+    fn(&leaf, Eigen::Index{1});
+  } else {
+    const Eigen::Index inner = leaf.innerSize(), outer = leaf.outerSize();
+    if (leaf.size() == 0) return;
+    if (leaf.innerStride() == 1 && (outer == 1 || leaf.outerStride() == inner)) {
+      fn(leaf.data(), leaf.size());
+    } else if (leaf.innerStride() == 1) {
+      for (Eigen::Index o = 0; o < outer; ++o) fn(leaf.data() + o * leaf.outerStride(), inner);
+    } else {
+      for (Eigen::Index o = 0; o < outer; ++o)
+        for (Eigen::Index i = 0; i < inner; ++i)
+          fn(leaf.data() + o * leaf.outerStride() + i * leaf.innerStride(), Eigen::Index{1});
+    }
+  }
+}
+
+template <class Leaf>
+Eigen::Index leaf_size(const Leaf& leaf) {
+  if constexpr (std::is_arithmetic_v<Leaf>)
+    return 1;
+  else
+    return leaf.size();
+}
+
+// --- hashing -------------------------------------------------------------------------------------
+
+// 64-bit FNV-1a over words, finished with a murmur3 mix: cheap, no allocation, the same on every
+// machine (it hashes names and numbers, never addresses).
+struct Hasher {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  void mix(std::uint64_t v) {
+    h ^= v;
+    h *= 0x100000001b3ull;
+    h ^= h >> 31;
+  }
+  void mix(std::string_view s) {
+    mix(s.size());
+    std::uint64_t w = 0;
+    std::size_t k = 0;
+    for (char c : s) {
+      w = (w << 8) | static_cast<unsigned char>(c);
+      if (++k == 8) {
+        mix(w);
+        w = 0;
+        k = 0;
+      }
+    }
+    if (k) mix(w);
+  }
+  std::uint64_t value() const {
+    std::uint64_t x = h;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return x;
+  }
+};
+
+enum : std::uint64_t {
+  mark_leaf = 0x4c45'4146'0000'0000ull,
+  mark_node = 0x4e4f'4445'0000'0000ull,
+  mark_end = 0x454e'4400'0000'0000ull,
+  mark_none = 0x4e4f'4e45'0000'0000ull,
+  mark_key = 0x4b45'5900'0000'0000ull,
+};
+
+// The length of the leaf's contiguous runs when they are not the whole leaf (a Map or Ref with
+// strides), 0 when the leaf is one run: the collectives' messages depend on it.
+template <class L>
+std::uint64_t run_length(const L& leaf) {
+  if constexpr (std::is_arithmetic_v<L>) {
+    (void)leaf;
+    return 0;
+  } else {
+    const Eigen::Index inner = leaf.innerSize(), outer = leaf.outerSize();
+    if (leaf.size() == 0 ||
+        (leaf.innerStride() == 1 && (outer == 1 || leaf.outerStride() == inner)))
+      return 0;
+    return leaf.innerStride() == 1 ? static_cast<std::uint64_t>(inner) : 1;
+  }
+}
+
+template <class L>
+void hash_leaf(Hasher& h, const L& leaf) {
+  require_collective_leaf<L>();
+  h.mix(mark_leaf | scalar_code<leaf_scalar_t<L>>());
+  if constexpr (std::is_arithmetic_v<L>) {
+    h.mix(0);
+  } else {
+    const auto s = grove::shape(leaf);
+    h.mix(s.size());
+    for (auto d : s) h.mix(static_cast<std::uint64_t>(d));
+    if (s.size() == 2) h.mix(L::IsRowMajor ? 1 : 0);
+    h.mix(run_length(leaf));
+  }
+}
+
+template <class K>
+void hash_key(Hasher& h, const K& key) {
+  if constexpr (std::is_integral_v<K>) {
+    h.mix(mark_key | 'i');
+    h.mix(static_cast<std::uint64_t>(key));
+  } else {
+    h.mix(mark_key | 's');
+    h.mix(std::string_view(key));
+  }
+}
+
+// The structure (kinds, arities, names, dict keys, None) and every leaf's type and shape.
+template <class T>
+void hash_tree(Hasher& h, const T& t) {
+  if constexpr (!grove::detail::is_node<T>) {
+    hash_leaf(h, t);
+  } else if constexpr (grove::detail::optional_node<T>) {
+    if (t.has_value())
+      hash_tree(h, *t);
+    else
+      h.mix(mark_none);
+  } else {
+    h.mix(mark_node | static_cast<std::uint64_t>(grove::node_traits<T>::kind));
+    if constexpr (grove::node_traits<T>::kind == grove::node_kind::custom)
+      h.mix(grove::detail::info_of<T>()->name);  // the registered name, never an address
+    std::uint64_t count = 0;
+    if constexpr (grove::detail::dict_node<T>) {
+      for (const auto& kv : t) {
+        hash_key(h, kv.first);
+        hash_tree(h, kv.second);
+        ++count;
+      }
+    } else {
+      grove::detail::zip_children(
+          [&](auto, const auto& child) {
+            hash_tree(h, child);
+            ++count;
+          },
+          t);
+    }
+    h.mix(mark_end | count);
+  }
+}
+
+// --- what the devices agree on -------------------------------------------------------------------
+
+enum class op : std::uint64_t { psum = 1, pmean, broadcast, train_step, in_sync };
+
+inline std::string op_text(op o, int root) {
+  switch (o) {
+    case op::psum:
+      return "psum";
+    case op::pmean:
+      return "pmean";
+    case op::broadcast:
+      return "broadcast from rank " + std::to_string(root);
+    case op::train_step:
+      return "train_step";
+    case op::in_sync:
+      return "in_sync";
+  }
+  return "?";
+}
+
+// How a device moves trees (Staging's settings): part of what the devices agree on.
+struct Moves {
+  std::size_t bucket;
+  std::size_t inplace;
+};
+
+// A description of one device's call, line by line: the operation, the staging settings, the
+// tree's structure, then one line per leaf ("[1].w: float32 (512, 784)").
+template <class Tree>
+std::string describe(op o, int root, Moves moves, const Tree& tree) {
+  std::string out = op_text(o, root) + "\n";
+  out += "buckets of " + std::to_string(moves.bucket) + " bytes, runs of " +
+         std::to_string(moves.inplace) + " bytes or more in place\n";
+  out += grove::tree_structure(tree).str() + "\n";
+  const auto paths = grove::tree_leaves_with_path(tree);
+  std::size_t i = 0;
+  grove::tree_for_each(
+      [&](const auto& leaf) {
+        using L = std::remove_cvref_t<decltype(leaf)>;
+        out += i < paths.size() ? grove::keystr(paths[i].first) : std::string("?");
+        out += ": " + scalar_name<leaf_scalar_t<L>>() + " (";
+        if constexpr (!std::is_arithmetic_v<L>) {
+          const auto s = grove::shape(leaf);
+          for (std::size_t d = 0; d < s.size(); ++d) {
+            if (d) out += ", ";
+            out += std::to_string(s[d]);
+          }
+          if (s.size() == 1) out += ',';
+          if (s.size() == 2 && L::IsRowMajor) out += ", row-major";
+          if (const auto run = run_length(leaf)) out += ", strided: runs of " + std::to_string(run);
+        }
+        out += ")\n";
+        ++i;
+      },
+      tree);
+  return out;
+}
+
+inline std::vector<std::string_view> split_lines(std::string_view s) {
+  std::vector<std::string_view> out;
+  while (!s.empty()) {
+    const std::size_t nl = s.find('\n');
+    out.push_back(s.substr(0, nl));
+    if (nl == std::string_view::npos) break;
+    s.remove_prefix(nl + 1);
+  }
+  return out;
+}
+
+inline std::string clip(std::string_view s, std::size_t n = 400) {
+  if (s.size() <= n) return std::string(s);
+  return std::string(s.substr(0, n)) + "...";
+}
+
+// The first difference between rank a's description and rank b's.
+inline std::string first_difference(std::string_view da, int a, std::string_view db, int b) {
+  const auto la = split_lines(da), lb = split_lines(db);
+  const std::string ra = "rank " + std::to_string(a), rb = "rank " + std::to_string(b);
+  auto line = [](const std::vector<std::string_view>& l, std::size_t i) {
+    return i < l.size() ? l[i] : std::string_view{};
+  };
+  if (line(la, 0) != line(lb, 0))
+    return ra + " called " + std::string(line(la, 0)) + " but " + rb + " called " +
+           std::string(line(lb, 0));
+  if (line(la, 1) != line(lb, 1))
+    return ra + " moves trees in " + std::string(line(la, 1)) + " but " + rb + " in " +
+           std::string(line(lb, 1)) + " (see Staging::set_bucket_bytes, set_inplace_bytes)";
+  if (line(la, 2) != line(lb, 2))
+    return "the structures differ: " + ra + " has " + clip(line(la, 2)) + " but " + rb + " has " +
+           clip(line(lb, 2));
+  for (std::size_t i = 3; i < std::max(la.size(), lb.size()); ++i) {
+    if (line(la, i) == line(lb, i)) continue;
+    const auto x = line(la, i), y = line(lb, i);
+    const auto cx = x.find(": "), cy = y.find(": ");
+    if (cx != std::string_view::npos && cx == cy && x.substr(0, cx) == y.substr(0, cy))
+      return "at " + std::string(x.substr(0, cx)) + " " + ra + " has " +
+             std::string(x.substr(cx + 2)) + " but " + rb + " has " + std::string(y.substr(cy + 2));
+    return ra + " has leaf " + std::string(x) + " where " + rb + " has " + std::string(y);
+  }
+  return "their hashes differ, though their descriptions agree";
+}
+
+template <communicator C>
+std::string broadcast_string(C& comm, const std::string& mine, std::size_t length, int root) {
+  std::string s = comm.rank() == root ? mine : std::string(length, '\0');
+  comm.broadcast(std::span<std::byte>(reinterpret_cast<std::byte*>(s.data()), s.size()), root);
+  return s;
+}
+
+// The error path: every device is here (all saw that the hashes differ). They gather every rank's
+// hash, pick rank 0 and the first rank that differs from it, exchange those two descriptions and
+// throw the same tree_error.
+template <communicator C, class Tree>
+[[noreturn]] void disagree(C& comm, const char* function, op o, int root, Moves moves,
+                           const Tree& tree, std::uint64_t hash, std::uint64_t bytes) {
+  const int n = comm.size(), me = comm.rank();
+  const std::string mine = describe(o, root, moves, tree);
+  // An allgather through allreduce_max: each rank fills its own row, the others are zeros.
+  std::vector<std::uint64_t> rows(static_cast<std::size_t>(n) * 3, 0);
+  rows[static_cast<std::size_t>(me) * 3 + 0] = hash;
+  rows[static_cast<std::size_t>(me) * 3 + 1] = bytes;
+  rows[static_cast<std::size_t>(me) * 3 + 2] = mine.size();
+  comm.allreduce_max(std::span<std::uint64_t>(rows));
+  auto row = [&](int r, int k) { return rows[static_cast<std::size_t>(r) * 3 + k]; };
+  int other = -1;
+  std::string differing;
+  for (int r = 1; r < n; ++r) {
+    if (row(r, 0) == row(0, 0) && row(r, 1) == row(0, 1)) continue;
+    if (other < 0) other = r;
+    if (!differing.empty()) differing += ", ";
+    differing += std::to_string(r);
+  }
+  if (other < 0) other = 1;  // cannot happen: some rank differs from rank 0
+  const std::string d0 = broadcast_string(comm, mine, row(0, 2), 0);
+  const std::string dk = broadcast_string(comm, mine, row(other, 2), other);
+  std::string msg = std::string("grove::parallel::") + function +
+                    ": the devices disagree on the tree, so nothing was moved (" +
+                    (differing.find(',') == std::string::npos ? "rank " : "ranks ") + differing +
+                    " of " + std::to_string(n) + " differ" +
+                    (differing.find(',') == std::string::npos ? "s" : "") +
+                    " from rank 0): " + first_difference(d0, 0, dk, other);
+  if (row(0, 1) != row(other, 1))
+    msg += " (" + std::to_string(row(0, 1)) + " bytes on rank 0, " + std::to_string(row(other, 1)) +
+           " on rank " + std::to_string(other) + ")";
+  throw grove::tree_error(msg);
+}
+
+// Every device calls this with its tree before moving it; returns when all agree, throws the same
+// tree_error on every device when they do not. No allocation unless they disagree.
+template <communicator C, class Tree>
+void agree(C& comm, const char* function, op o, int root, Moves moves, const Tree& tree,
+           std::uint64_t bytes) {
+  Hasher h;
+  h.mix(static_cast<std::uint64_t>(o));
+  h.mix(static_cast<std::uint64_t>(root));
+  h.mix(static_cast<std::uint64_t>(moves.bucket));
+  h.mix(static_cast<std::uint64_t>(moves.inplace));
+  hash_tree(h, tree);
+  const std::uint64_t hash = h.value();
+  std::array<std::uint64_t, 4> v{hash, ~hash, bytes, ~bytes};
+  comm.allreduce_max(std::span<std::uint64_t>(v));
+  if (v[0] == hash && ~v[1] == hash && v[2] == bytes && ~v[3] == bytes) return;
+  disagree(comm, function, o, root, moves, tree, hash, bytes);
+}
+
+}  // namespace grove::parallel::detail

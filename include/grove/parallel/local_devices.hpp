@@ -1,0 +1,460 @@
+// grove/parallel/local_devices.hpp: N devices as threads of one process, JAX's pmap on a CPU.
+//
+//   grove::parallel::LocalDevices devices(2);
+//   devices.run([&](grove::parallel::LocalDevices::Device& dev) {
+//     auto g = grove::parallel::pmean(local_grads, dev);   // every device gets the same mean
+//   });
+//
+// run(f) calls f(device) once on each device, each on its own thread (the same threads from one
+// run to the next), and returns when all have returned. The collectives synchronize the devices.
+// Sums are taken in rank order, ((x0 + x1) + x2) + ..., whatever the threads' timing, so reruns
+// give the same bits.
+#pragma once
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+#include "grove/parallel/communicator.hpp"
+
+namespace grove::parallel {
+
+namespace detail {
+
+// The LocalDevices whose run() the current thread is executing (nullptr outside).
+inline thread_local const void* running_devices = nullptr;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// The state the devices of one LocalDevices share: a barrier that can be broken (so that no
+// device waits forever for one that failed or left), and one slot per device where a collective
+// publishes its buffer. The barrier spins briefly (collectives are usually short), then sleeps
+// (futex, through std::atomic::wait).
+class DeviceGroup {
+ public:
+  struct Slot {
+    void* data = nullptr;
+    std::size_t count = 0;
+    std::uint64_t tag = 0;  // the collective and its element type
+    int root = 0;
+  };
+
+  explicit DeviceGroup(int n) : n_(n), slots_(static_cast<std::size_t>(n)) {}
+
+  int size() const { return n_; }
+  Slot& slot(int rank) { return slots_[static_cast<std::size_t>(rank)]; }
+
+  // Waits until every device has arrived; throws `aborted` if the group is broken meanwhile.
+  void arrive_and_wait() {
+    const std::uint64_t seen = state_.load(std::memory_order_acquire);
+    if (seen & broken_bit) throw_broken();
+    const int arrived = arrived_.fetch_add(1, std::memory_order_seq_cst) + 1;
+    const int departed = departed_.load(std::memory_order_seq_cst);
+    if (arrived + departed == n_) {
+      if (departed > 0) {
+        break_group(left_message());
+        throw_broken();
+      }
+      arrived_.store(0, std::memory_order_relaxed);
+      state_.fetch_add(1, std::memory_order_acq_rel);  // the next generation: everyone goes on
+      state_.notify_all();
+      return;
+    }
+    for (int i = 0; i < spins; ++i) {
+      if (state_.load(std::memory_order_acquire) != seen) return settle(seen);
+      cpu_relax();
+    }
+    for (;;) {
+      state_.wait(seen, std::memory_order_acquire);
+      if (state_.load(std::memory_order_acquire) != seen) return settle(seen);
+    }
+  }
+
+  // Device `rank` returned from its function: a collective that waits for it can never complete.
+  void depart(int rank) {
+    {
+      std::lock_guard lock(m_);
+      if (first_departed_ < 0) first_departed_ = rank;
+    }
+    departed_.fetch_add(1, std::memory_order_seq_cst);
+    if (arrived_.load(std::memory_order_seq_cst) > 0) break_group(left_message());
+  }
+
+  // Device `rank` failed: everyone waiting, or arriving later, stops with `aborted`.
+  void fail(int rank, const std::string& what) {
+    break_group("grove::parallel::LocalDevices: device " + std::to_string(rank) + " failed (" +
+                what + "), so the collective the other devices wait in cannot complete");
+  }
+
+  // Between runs, when no device is in a collective.
+  void reset() {
+    std::lock_guard lock(m_);
+    arrived_.store(0);
+    departed_.store(0);
+    first_departed_ = -1;
+    reason_.clear();
+    state_.fetch_and(~broken_bit);
+  }
+
+ private:
+  static constexpr std::uint64_t broken_bit = 1ull << 63;
+  static constexpr int spins = 2000;
+
+  // The state changed since `seen`: either the generation moved on (go on) or the group broke.
+  void settle(std::uint64_t seen) {
+    const std::uint64_t now = state_.load(std::memory_order_acquire);
+    if ((now & ~broken_bit) != (seen & ~broken_bit)) return;
+    throw_broken();
+  }
+  std::string left_message() {
+    std::lock_guard lock(m_);
+    return "grove::parallel::LocalDevices: device " + std::to_string(first_departed_) +
+           " returned from its function while another device waits in a collective: every device "
+           "must call the same collectives in the same order";
+  }
+  void break_group(std::string reason) {
+    {
+      std::lock_guard lock(m_);
+      if (state_.load() & broken_bit) return;
+      reason_ = std::move(reason);
+      state_.fetch_or(broken_bit, std::memory_order_acq_rel);
+    }
+    state_.notify_all();
+  }
+  [[noreturn]] void throw_broken() {
+    std::string reason;
+    {
+      std::lock_guard lock(m_);
+      reason = reason_;
+    }
+    throw aborted(reason);
+  }
+
+  int n_;
+  std::atomic<std::uint64_t> state_{0};  // the barrier's generation, and broken_bit
+  std::atomic<int> arrived_{0};
+  std::atomic<int> departed_{0};
+  std::mutex m_;  // guards reason_ and first_departed_
+  int first_departed_ = -1;
+  std::string reason_;
+  std::vector<Slot> slots_;
+};
+
+// Tags of the collectives, combined with the element type's code.
+inline constexpr std::uint64_t tag_sum = 1ull << 32;
+inline constexpr std::uint64_t tag_max = 2ull << 32;
+inline constexpr std::uint64_t tag_broadcast = 3ull << 32;
+
+// The part of [0, n) that device `rank` of `size` reduces: equal shares, starting at multiples
+// of 64 bytes so that no two devices write the same cache line.
+inline std::pair<std::size_t, std::size_t> owned_range(std::size_t n, std::size_t elem_bytes,
+                                                       int rank, int size) {
+  const std::size_t align = std::max<std::size_t>(1, 64 / elem_bytes);
+  const std::size_t units = (n + align - 1) / align;
+  const auto r = static_cast<std::size_t>(rank), s = static_cast<std::size_t>(size);
+  const std::size_t b = std::min(n, units * r / s * align);
+  const std::size_t e = std::min(n, units * (r + 1) / s * align);
+  return {b, e};
+}
+
+inline std::string collective_name(std::uint64_t tag) {
+  switch (tag >> 32) {
+    case 1:
+      return "allreduce_sum";
+    case 2:
+      return "allreduce_max";
+    default:
+      return "broadcast";
+  }
+}
+
+}  // namespace detail
+
+/// N devices as threads of one process. Each device is a `communicator` for the pytree
+/// collectives; a device computes with `threads_per_device` threads of its own (OpenMP, when the
+/// code is compiled with it: grove's nn passes and optimizers then use that many).
+class LocalDevices {
+ public:
+  /// One device: what run() hands to f. A communicator (rank(), size(), the collectives); use it
+  /// only on the thread that runs it.
+  class Device {
+   public:
+    int rank() const { return rank_; }
+    int size() const { return group_->size(); }
+
+    /// In place: buf = the sum over devices of buf, added in rank order, the same bits on every
+    /// device. Each device adds up its own share of the elements, for every device.
+    template <reducible T>
+    void allreduce_sum(std::span<T> buf) {
+      reduce(buf, detail::tag_sum | detail::scalar_code<T>(),
+             [](T* acc, const T* x, std::size_t n) {
+               using A = Eigen::Array<T, Eigen::Dynamic, 1>;
+               Eigen::Map<A>(acc, static_cast<Eigen::Index>(n)) +=
+                   Eigen::Map<const A>(x, static_cast<Eigen::Index>(n));
+             });
+    }
+
+    /// In place: the elementwise maximum over devices.
+    void allreduce_max(std::span<std::uint64_t> buf) {
+      reduce(buf, detail::tag_max | detail::scalar_code<std::uint64_t>(),
+             [](std::uint64_t* acc, const std::uint64_t* x, std::size_t n) {
+               for (std::size_t i = 0; i < n; ++i) acc[i] = std::max(acc[i], x[i]);
+             });
+    }
+
+    /// In place: buf = root's buf.
+    void broadcast(std::span<std::byte> buf, int root) {
+      check_root("broadcast", root);
+      auto& mine = group_->slot(rank_);
+      mine = {buf.data(), buf.size(), detail::tag_broadcast, root};
+      group_->arrive_and_wait();
+      const auto& from = group_->slot(root);
+      const std::string problem = agreement(buf.size(), detail::tag_broadcast, root);
+      if (problem.empty() && rank_ != root && !buf.empty())
+        std::memcpy(buf.data(), from.data, buf.size());
+      group_->arrive_and_wait();  // root's buffer is read by all before anyone goes on
+      if (!problem.empty()) throw std::invalid_argument(problem);
+    }
+
+    /// Waits until every device has arrived.
+    void barrier() { group_->arrive_and_wait(); }
+
+    /// The staging memory the pytree collectives reuse on this device.
+    Staging& staging() { return staging_; }
+
+   private:
+    friend class LocalDevices;
+    Device(detail::DeviceGroup* group, int rank) : group_(group), rank_(rank) {}
+
+    void check_root(const char* what, int root) const {
+      if (root < 0 || root >= size())
+        throw std::invalid_argument("grove::parallel::LocalDevices::Device::" + std::string(what) +
+                                    ": root " + std::to_string(root) + " is not a device (there " +
+                                    (size() == 1 ? "is 1" : "are " + std::to_string(size())) + ")");
+    }
+
+    // "" when every device called the same collective on as many elements; otherwise why not,
+    // the same text on every device.
+    std::string agreement(std::size_t count, std::uint64_t tag, int root) {
+      for (int r = 0; r < size(); ++r) {
+        const auto& s = group_->slot(r);
+        if (s.tag != tag || s.count != count || s.root != root)
+          return "grove::parallel::LocalDevices: the devices called different collectives: "
+                 "device " +
+                 std::to_string(r) + " called " + detail::collective_name(s.tag) + " on " +
+                 std::to_string(s.count) + " elements, device " + std::to_string(rank_) +
+                 " called " + detail::collective_name(tag) + " on " + std::to_string(count) +
+                 " (check that every device passes trees of the same structure and shapes)";
+      }
+      return {};
+    }
+
+    template <class T, class Op>
+    void reduce(std::span<T> buf, std::uint64_t tag, Op op) {
+      auto& mine = group_->slot(rank_);
+      mine = {buf.data(), buf.size(), tag, 0};
+      group_->arrive_and_wait();
+      const std::string problem = agreement(buf.size(), tag, 0);
+      if (problem.empty() && size() > 1) {
+        // This device owns [b, e) of every device's buffer: it adds device 0's, 1's, ... in that
+        // order into device 0's buffer, block by block while the block is in cache, and copies
+        // the sums to the other devices' buffers.
+        const auto [b, e] = detail::owned_range(buf.size(), sizeof(T), rank_, size());
+        constexpr std::size_t block = 16384 / sizeof(T);
+        T* acc = static_cast<T*>(group_->slot(0).data);
+        for (std::size_t i = b; i < e; i += block) {
+          const std::size_t n = std::min(block, e - i);
+          for (int r = 1; r < size(); ++r)
+            op(acc + i, static_cast<const T*>(group_->slot(r).data) + i, n);
+          for (int r = 1; r < size(); ++r)
+            std::memcpy(static_cast<T*>(group_->slot(r).data) + i, acc + i, n * sizeof(T));
+        }
+      }
+      group_->arrive_and_wait();
+      if (!problem.empty()) throw std::invalid_argument(problem);
+    }
+
+    detail::DeviceGroup* group_;
+    int rank_;
+    Staging staging_;
+  };
+
+  /// `n` devices (n >= 1), each computing with `threads_per_device` threads (>= 1). On a machine
+  /// with C cores, n * threads_per_device = C uses them all.
+  explicit LocalDevices(int n, int threads_per_device = 1)
+      : threads_per_device_(threads_per_device) {
+    if (n < 1)
+      throw std::invalid_argument("grove::parallel::LocalDevices: need at least one device, got " +
+                                  std::to_string(n));
+    if (threads_per_device < 1)
+      throw std::invalid_argument(
+          "grove::parallel::LocalDevices: threads_per_device must be at least 1, got " +
+          std::to_string(threads_per_device));
+    group_ = std::make_unique<detail::DeviceGroup>(n);
+    devices_.reserve(static_cast<std::size_t>(n));
+    for (int r = 0; r < n; ++r) devices_.push_back(Device(group_.get(), r));
+    errors_.resize(static_cast<std::size_t>(n));
+    workers_.reserve(static_cast<std::size_t>(n));
+    for (int r = 0; r < n; ++r) workers_.emplace_back([this, r] { work(r); });
+  }
+
+  LocalDevices(const LocalDevices&) = delete;
+  LocalDevices& operator=(const LocalDevices&) = delete;
+
+  ~LocalDevices() {
+    {
+      std::lock_guard lock(m_);
+      stop_ = true;
+    }
+    start_.notify_all();
+    for (auto& w : workers_) w.join();
+  }
+
+  int size() const { return group_->size(); }
+  int threads_per_device() const { return threads_per_device_; }
+
+  /// Calls f(device) on every device, each on its own thread, and waits for all of them (JAX's
+  /// pmap). If f returns a value, run returns a std::vector of them, indexed by rank. If f throws
+  /// on some device, the devices waiting for it in a collective stop with grove::parallel::aborted
+  /// and run rethrows the exception of the lowest-ranked device that failed on its own.
+  /// Not reentrant: f must not call run() of the same LocalDevices.
+  template <class F>
+  requires std::is_invocable_v<F&, Device&>
+  auto run(F&& f) {
+    using R = std::invoke_result_t<F&, Device&>;
+    if (detail::running_devices == this)
+      throw std::logic_error(
+          "grove::parallel::LocalDevices::run: called from inside run() of the same devices");
+    std::lock_guard serial(run_mutex_);
+    if constexpr (std::is_void_v<R>) {
+      auto job = [&](Device& d) { f(d); };
+      dispatch(job);
+    } else {
+      std::vector<std::optional<R>> results(static_cast<std::size_t>(size()));
+      auto job = [&](Device& d) { results[static_cast<std::size_t>(d.rank())].emplace(f(d)); };
+      dispatch(job);
+      std::vector<R> out;
+      out.reserve(results.size());
+      for (auto& r : results) out.push_back(std::move(*r));
+      return out;
+    }
+  }
+
+ private:
+  template <class Job>
+  void dispatch(Job& job) {
+    group_->reset();
+    for (auto& e : errors_) e = nullptr;
+    {
+      std::lock_guard lock(m_);
+      job_ = [](void* ctx, Device& d) { (*static_cast<Job*>(ctx))(d); };
+      ctx_ = &job;
+      remaining_ = size();
+      ++job_id_;
+    }
+    start_.notify_all();
+    {
+      std::unique_lock lock(m_);
+      done_.wait(lock, [&] { return remaining_ == 0; });
+    }
+    // The exception of the first device that failed on its own; a device that stopped because
+    // another failed only says so.
+    std::exception_ptr first_aborted;
+    for (auto& e : errors_) {
+      if (!e) continue;
+      try {
+        std::rethrow_exception(e);
+      } catch (const aborted&) {
+        if (!first_aborted) first_aborted = e;
+      } catch (...) {
+        std::rethrow_exception(e);
+      }
+    }
+    if (first_aborted) std::rethrow_exception(first_aborted);
+  }
+
+  void work(int rank) {
+    detail::running_devices = this;
+#if defined(_OPENMP)
+    omp_set_num_threads(threads_per_device_);  // this thread's own setting (OpenMP ICVs are
+                                               // per thread); Eigen::nbThreads() follows it
+                                               // unless Eigen::setNbThreads was called
+#endif
+    std::uint64_t seen = 0;
+    for (;;) {
+      void (*job)(void*, Device&) = nullptr;
+      void* ctx = nullptr;
+      {
+        std::unique_lock lock(m_);
+        start_.wait(lock, [&] { return stop_ || job_id_ != seen; });
+        if (stop_) return;
+        seen = job_id_;
+        job = job_;
+        ctx = ctx_;
+      }
+      Device& device = devices_[static_cast<std::size_t>(rank)];
+      try {
+        job(ctx, device);
+        group_->depart(rank);
+      } catch (...) {
+        errors_[static_cast<std::size_t>(rank)] = std::current_exception();
+        std::string what = "unknown exception";
+        try {
+          throw;
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        group_->fail(rank, what);
+      }
+      {
+        std::lock_guard lock(m_);
+        if (--remaining_ == 0) done_.notify_all();
+      }
+    }
+  }
+
+  int threads_per_device_;
+  std::unique_ptr<detail::DeviceGroup> group_;
+  std::vector<Device> devices_;
+  std::vector<std::exception_ptr> errors_;
+  std::vector<std::thread> workers_;
+  std::mutex run_mutex_;
+  std::mutex m_;
+  std::condition_variable start_, done_;
+  std::uint64_t job_id_ = 0;
+  int remaining_ = 0;
+  bool stop_ = false;
+  void (*job_)(void*, Device&) = nullptr;
+  void* ctx_ = nullptr;
+};
+
+/// The communicator type of a LocalDevices device.
+using LocalDevice = LocalDevices::Device;
+
+}  // namespace grove::parallel

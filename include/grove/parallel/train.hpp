@@ -1,0 +1,169 @@
+// grove/parallel/train.hpp: data-parallel training of grove::nn's MLP, the pmap way.
+//
+//   grove::parallel::broadcast_inplace(params, comm, 0);    // once: every replica = rank 0's
+//   grove::parallel::StepWorkspace<decltype(params)> ws;
+//   for (...) {
+//     float loss = grove::parallel::train_step(params, X, Y, opt, state, comm, ws);
+//   }
+//
+// Each step, on every device: take this device's shard of the batch (a contiguous range of
+// columns), value_and_grad on it, average the gradients over the devices with one allreduce
+// (weighted by the shards' sizes, so that it is exactly pmean when they are equal), then apply the
+// same optimizer update everywhere. The result equals a single-process step on the whole batch to
+// rounding, and repeats bit for bit from run to run.
+#pragma once
+
+#include <Eigen/Core>
+#include <cstddef>
+#include <limits>
+#include <ranges>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "grove/nn.hpp"
+#include "grove/parallel/collectives.hpp"
+#include "grove/parallel/communicator.hpp"
+
+namespace grove::parallel {
+
+/// A contiguous range of a batch's columns (examples): [begin, begin + size).
+struct Shard {
+  Eigen::Index begin = 0;
+  Eigen::Index size = 0;
+  friend bool operator==(const Shard&, const Shard&) = default;
+};
+
+/// The shard of a batch of `batch` examples that device `rank` of `size` takes, as pmap splits a
+/// leading axis: contiguous, in rank order, sizes differing by at most one (the first batch % size
+/// devices take one more; pmap itself requires batch % size == 0).
+inline Shard shard(Eigen::Index batch, int rank, int size) {
+  if (size < 1 || rank < 0 || rank >= size || batch < 0)
+    throw std::invalid_argument("grove::parallel::shard: rank " + std::to_string(rank) + " of " +
+                                std::to_string(size) + " devices and a batch of " +
+                                std::to_string(batch) + " examples make no shard");
+  const Eigen::Index q = batch / size, r = batch % size;
+  return {rank * q + std::min<Eigen::Index>(rank, r), q + (rank < r ? 1 : 0)};
+}
+
+/// This device's shard of a batch of `batch` examples.
+template <communicator C>
+Shard shard(Eigen::Index batch, const C& comm) {
+  return shard(batch, static_cast<int>(comm.rank()), static_cast<int>(comm.size()));
+}
+
+/// What one device keeps from step to step: its gradients and its nn::Workspace. With it (and the
+/// communicator's staging memory) a step allocates nothing after the first.
+template <nn::network P>
+struct StepWorkspace {
+  P grads;
+  nn::Workspace<nn::network_scalar_t<P>> ws;
+};
+
+namespace detail {
+
+// The targets of the examples in `s`: a range of integer labels (a column or row vector) or of
+// the columns of a (classes x batch) matrix.
+template <class DY>
+auto shard_targets(const Eigen::DenseBase<DY>& Y, const Shard& s) {
+  if constexpr (std::is_integral_v<typename DY::Scalar> && DY::ColsAtCompileTime == 1)
+    return Y.derived().middleRows(s.begin, s.size);
+  else if constexpr (std::is_integral_v<typename DY::Scalar> && DY::RowsAtCompileTime == 1)
+    return Y.derived().middleCols(s.begin, s.size);
+  else if constexpr (std::is_integral_v<typename DY::Scalar>) {
+    // A dynamic matrix of labels: a column or a row of them.
+    if (Y.cols() != 1 && Y.rows() != 1)
+      throw std::invalid_argument("grove::parallel::train_step: integer labels must be a vector");
+    return Y.cols() == 1 ? Y.derived().block(s.begin, 0, s.size, 1)
+                         : Y.derived().block(0, s.begin, 1, s.size);
+  } else {
+    return Y.derived().middleCols(s.begin, s.size);
+  }
+}
+
+}  // namespace detail
+
+/// One data-parallel step on this device's shard (X: features x examples, Y: its labels or
+/// targets), which may differ in size from the other devices' shards (even be empty): the local
+/// mean gradient is weighted by the shard's size, the weighted gradients are summed over the
+/// devices in one allreduce (with the shard sizes and losses in the same buffer) and divided by
+/// the total number of examples, then `opt.step(params, grads, state)` applies the update on every
+/// device. Returns the mean loss over all the devices' examples (before the update). Every device
+/// must call it, with params of the same structure and shapes (checked first, as for psum). On a
+/// single device it is exactly value_and_grad_into followed by opt.step.
+template <nn::network P, class DX, class DY, class Opt, class State, communicator C,
+          nn::activation Act = nn::Swish>
+requires requires(const Opt& o, P& p, State& s) {
+  o.step(p, p, s);
+}
+nn::network_scalar_t<P> train_step_on_shard(P& params, const Eigen::MatrixBase<DX>& X,
+                                            const Eigen::DenseBase<DY>& Y, const Opt& opt,
+                                            State& state, C& comm, StepWorkspace<P>& ws,
+                                            const Act& act = {}) {
+  using T = nn::network_scalar_t<P>;
+  const Eigen::Index n = X.cols();
+  if (static_cast<double>(n) > static_cast<double>(1ull << std::numeric_limits<T>::digits))
+    throw std::invalid_argument("grove::parallel::train_step: a shard of " + std::to_string(n) +
+                                " examples is too large to be counted exactly in its scalar type");
+  if (comm.size() == 1) {
+    // One device: exactly the single-process step (nothing to combine).
+    if (n == 0)
+      throw std::invalid_argument("grove::parallel::train_step: every device's shard is empty");
+    const T loss = nn::value_and_grad_into(params, X, Y, ws.grads, ws.ws, act);
+    opt.step(params, ws.grads, state);
+    return loss;
+  }
+  T loss = T(0);
+  if (n > 0) {
+    loss = nn::value_and_grad_into(params, X, Y, ws.grads, ws.ws, act);
+  } else {
+    // No examples here: contribute zeros (the gradients only need params' shapes).
+    if constexpr (requires { ws.grads.resize(std::size_t{}); })
+      ws.grads.resize(std::ranges::size(params));
+    for (std::size_t l = 0; l < std::ranges::size(params); ++l) {
+      ws.grads[l].w.resize(params[l].w.rows(), params[l].w.cols());
+      ws.grads[l].b.resize(params[l].b.size());
+    }
+  }
+  return detail::with_staging(comm, [&](Staging& staging) {
+    detail::agree(comm, "train_step", detail::op::train_step, 0, detail::moves_of(staging),
+                  std::as_const(params), detail::bytes_of(params));
+    T header[2] = {static_cast<T>(n), loss * static_cast<T>(n)};
+    T total_loss = T(0);
+    detail::reduce_leaves<T>(comm, staging, ws.grads, static_cast<T>(n), std::span<T>(header),
+                             [&](std::span<const T> sums) {
+                               if (!(sums[0] > T(0)))
+                                 throw std::invalid_argument(
+                                     "grove::parallel::train_step: every device's shard is "
+                                     "empty");
+                               total_loss = sums[1] / sums[0];
+                               return sums[0];
+                             });
+    opt.step(params, ws.grads, state);
+    return total_loss;
+  });
+}
+
+/// One data-parallel step on a batch that every device holds whole (X: features x batch, Y: its
+/// labels or targets): this device takes its shard(X.cols(), comm) of the columns and runs
+/// train_step_on_shard. Returns the mean loss over the whole batch.
+template <nn::network P, class DX, class DY, class Opt, class State, communicator C,
+          nn::activation Act = nn::Swish>
+requires requires(const Opt& o, P& p, State& s) {
+  o.step(p, p, s);
+}
+nn::network_scalar_t<P> train_step(P& params, const Eigen::MatrixBase<DX>& X,
+                                   const Eigen::DenseBase<DY>& Y, const Opt& opt, State& state,
+                                   C& comm, StepWorkspace<P>& ws, const Act& act = {}) {
+  const Eigen::Index labels = std::is_integral_v<typename DY::Scalar> ? Y.size() : Y.cols();
+  if (labels != X.cols())
+    throw std::invalid_argument("grove::parallel::train_step: got " + std::to_string(labels) +
+                                " targets for a batch of " + std::to_string(X.cols()) +
+                                " examples");
+  const Shard s = shard(X.cols(), comm);
+  return train_step_on_shard(params, X.derived().middleCols(s.begin, s.size),
+                             detail::shard_targets(Y, s), opt, state, comm, ws, act);
+}
+
+}  // namespace grove::parallel

@@ -1,0 +1,22 @@
+# grove::nn (grove/nn.hpp): initialisation, activations, predict / vmap, loss, gradients against
+# finite differences, optimizers against hand-computed steps, a short training run; a separate
+# executable that counts heap allocations in training steps (it replaces malloc and operator new);
+# and the README snippet of docs/nn.md, compiled, run and its output compared.
+#
+# grove's batched passes use OpenMP threads when the code is compiled with OpenMP: the tests are,
+# so that the threaded paths are the ones tested (grove::grove itself does not require OpenMP).
+find_package(OpenMP COMPONENTS CXX)
+
+grove_test(test_nn test_nn.cpp test_nn_optim.cpp)
+grove_test(test_nn_alloc test_nn_alloc.cpp)
+foreach(_grove_nn_test IN ITEMS test_nn test_nn_alloc)
+  if(OpenMP_CXX_FOUND)
+    target_link_libraries(${_grove_nn_test} PRIVATE OpenMP::OpenMP_CXX)
+  endif()
+  # The tests choose their thread counts themselves (1 and 2); keep libgomp from spinning a
+  # waiting thread for long after each team, so that tests running side by side do not starve.
+  set_tests_properties(${_grove_nn_test} PROPERTIES ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE")
+endforeach()
+
+# --- the program of docs/nn.md: compiled, run, and its output compared ---------------------------
+grove_doc_program(TARGET nn_snippet TEST nn_readme_snippet DOC docs/nn.md)

@@ -1,0 +1,87 @@
+# grove::parallel (grove/parallel.hpp, grove/mpi.hpp): collectives on trees over LocalDevices
+# (1 to 4 threads as devices) and over MPI (2 and 3 ranks, through mpirun), the agreement check
+# (mismatched trees: the same error on every device, no hang), the data-parallel training step
+# against the single-process step, determinism, allocation counts, and the docs/parallel.md
+# program (tests/parallel_snippet.cpp), compiled, run and its output compared.
+#
+# MPI: GROVE_MPI (ON by default) builds the MPI tests; it needs an MPI implementation (Debian:
+# libopenmpi-dev openmpi-bin). Turn it OFF to build grove without MPI.
+find_package(OpenMP COMPONENTS CXX)
+find_package(Threads REQUIRED)
+
+# Threads for the devices, OpenMP so that each device's own team size is exercised.
+function(grove_parallel_target target)
+  target_link_libraries(${target} PRIVATE Threads::Threads)
+  if(OpenMP_CXX_FOUND)
+    target_link_libraries(${target} PRIVATE OpenMP::OpenMP_CXX)
+  endif()
+endfunction()
+
+grove_test(test_parallel test_parallel.cpp test_parallel_train.cpp)
+grove_test(test_parallel_alloc test_parallel_alloc.cpp)
+foreach(_grove_par IN ITEMS test_parallel test_parallel_alloc)
+  grove_parallel_target(${_grove_par})
+  # A collective that waited forever would fail the test here, not hang it.
+  set_tests_properties(${_grove_par} PROPERTIES TIMEOUT 300 ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE")
+endforeach()
+
+# --- MPI: the same checks across processes, run by mpirun ---------------------------------------
+if(GROVE_MPI)
+  # Catch2's implementation and an MPI-initializing main, compiled once without grove's warnings.
+  add_library(grove_catch_mpi_main OBJECT parallel_mpi_main.cpp)
+  target_link_libraries(grove_catch_mpi_main PUBLIC grove::grove Catch2::Catch2 MPI::MPI_CXX)
+  if(TARGET grove_sanitize)
+    target_link_libraries(grove_catch_mpi_main PUBLIC grove_sanitize)
+  endif()
+  add_executable(test_parallel_mpi test_parallel_mpi.cpp $<TARGET_OBJECTS:grove_catch_mpi_main>)
+  target_link_libraries(test_parallel_mpi PRIVATE grove::grove grove_warnings grove_catch_mpi_main)
+  grove_parallel_target(test_parallel_mpi)
+
+  # Open MPI refuses to run as root without --allow-run-as-root (here: its two environment
+  # variables, which the tests set) and more ranks than cores without --oversubscribe; its own
+  # --timeout ends a job that hangs (ctest's TIMEOUT is the backstop for other MPIs).
+  execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE _grove_mpiexec_version
+                  ERROR_QUIET)
+  set(_grove_mpiexec_flags)
+  if(_grove_mpiexec_version MATCHES "Open MPI|OpenRTE")
+    set(_grove_mpiexec_flags --oversubscribe --timeout 240)
+  endif()
+  # Under the sanitizers the MPI tests keep AddressSanitizer's and UBSan's checks but not
+  # LeakSanitizer's: Open MPI's plugins, unloaded by MPI_Finalize, leave allocations that
+  # LeakSanitizer can neither attribute (<unknown module>) nor so suppress. grove's own memory on
+  # these paths is leak-checked by test_parallel (the same collectives over LocalDevices).
+  set(_grove_mpi_asan)
+  if(GROVE_SANITIZE)
+    set(_grove_mpi_asan "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1")
+  endif()
+  function(grove_mpi_test name ranks)
+    add_test(NAME ${name}
+             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${ranks} ${_grove_mpiexec_flags}
+                     ${MPIEXEC_PREFLAGS} $<TARGET_FILE:test_parallel_mpi> ${MPIEXEC_POSTFLAGS}
+                     ${ARGN})
+    set_tests_properties(${name} PROPERTIES
+      TIMEOUT 300
+      PROCESSORS ${ranks}
+      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_WAIT_POLICY=PASSIVE;${_grove_mpi_asan}")
+  endfunction()
+  grove_mpi_test(test_parallel_mpi 2 "~[mismatch]")
+  grove_mpi_test(test_parallel_mpi_3ranks 3 "~[mismatch]")
+  # Mismatched trees across processes: every rank raises the same error and the job ends; the
+  # timeouts above turn a hang into a failure.
+  grove_mpi_test(test_parallel_mpi_mismatch 2 "[mismatch]")
+endif()
+
+# --- the docs/parallel.md program: tests/parallel_snippet.cpp, the same text, compiled and run,
+# its output compared with the documented one --------------------------------------------------
+add_executable(parallel_snippet parallel_snippet.cpp)
+target_link_libraries(parallel_snippet PRIVATE grove::grove grove_warnings)
+grove_parallel_target(parallel_snippet)
+if(TARGET grove_sanitize)
+  target_link_libraries(parallel_snippet PRIVATE grove_sanitize)
+endif()
+add_test(NAME parallel_readme_snippet
+         COMMAND ${CMAKE_COMMAND} -DDOC=${PROJECT_SOURCE_DIR}/docs/parallel.md
+                 -DSOURCE=${CMAKE_CURRENT_SOURCE_DIR}/parallel_snippet.cpp
+                 -DPROGRAM=$<TARGET_FILE:parallel_snippet>
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/parallel_docs.cmake)
+set_tests_properties(parallel_readme_snippet PROPERTIES TIMEOUT 120 ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE")

@@ -1,0 +1,163 @@
+// The data-parallel training step over LocalDevices: equal to the single-process step on the
+// whole batch (within 1e-5 relative), with equal and unequal shards and an empty one, with SGD,
+// momentum and Adam, labels and one-hot targets; bit-identical across reruns; replicas stay
+// bit-identical. (Catch2's assertions are not thread-safe: the devices return what they computed
+// and the test checks it on the main thread.)
+#include <catch2/catch.hpp>
+
+#include <grove/nn.hpp>
+#include <grove/parallel.hpp>
+#include <vector>
+
+#include "parallel_fixtures.hpp"
+
+namespace nn = grove::nn;
+namespace gr = grove::random;
+namespace par = grove::parallel;
+using par_test::Net;
+using par_test::Problem;
+using par_test::problem;
+
+namespace {
+
+// `steps` single-process steps on the whole batch.
+template <class Opt, class Y>
+std::pair<Net, std::vector<float>> single(const Net& start, const Eigen::MatrixXf& X, const Y& y,
+                                          const Opt& opt, int steps) {
+  Net params = start;
+  auto state = opt.init(params);
+  std::vector<float> losses;
+  for (int s = 0; s < steps; ++s) {
+    auto [loss, grads] = nn::value_and_grad(params, X, y);
+    opt.step(params, grads, state);
+    losses.push_back(loss);
+  }
+  return {params, losses};
+}
+
+// The same on `n` devices: device 0 starts from `start`, the others from zeros (the broadcast
+// fixes that). Returns each device's params and losses.
+template <class Opt, class Y>
+std::vector<std::pair<Net, std::vector<float>>> data_parallel(const Net& start,
+                                                              const Eigen::MatrixXf& X, const Y& y,
+                                                              const Opt& opt, int steps, int n,
+                                                              int threads = 1) {
+  par::LocalDevices devices(n, threads);
+  return devices.run([&](par::LocalDevice& d) {
+    Net params = start;
+    if (d.rank() != 0)
+      for (auto& layer : params) layer.w.setZero(), layer.b.setZero();
+    par::broadcast_inplace(params, d, 0);
+    auto state = opt.init(params);
+    par::StepWorkspace<Net> ws;
+    std::vector<float> losses;
+    for (int s = 0; s < steps; ++s)
+      losses.push_back(par::train_step(params, X, y, opt, state, d, ws));
+    return std::pair{params, losses};
+  });
+}
+
+template <class Opt, class Y>
+void check_against_single(const Problem& p, const Y& y, const Opt& opt, int steps, int n,
+                          int threads = 1) {
+  INFO(n << " devices of " << threads << " threads, batch " << p.X.cols() << ", " << steps
+         << " steps");
+  const auto [expected, expected_losses] = single(p.params, p.X, y, opt, steps);
+  const auto results = data_parallel(p.params, p.X, y, opt, steps, n, threads);
+  for (std::size_t r = 0; r < results.size(); ++r) {
+    INFO("device " << r);
+    const auto& [params, losses] = results[r];
+    CHECK(par_test::max_relative(params, expected) < 1e-5);
+    for (int s = 0; s < steps; ++s)
+      CHECK(std::abs(losses[static_cast<std::size_t>(s)] -
+                     expected_losses[static_cast<std::size_t>(s)]) <
+            1e-5 * std::abs(expected_losses[static_cast<std::size_t>(s)]));
+    // Every replica holds the same bits.
+    CHECK(par_test::same_bits(params, results[0].first));
+    CHECK(losses == results[0].second);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the data-parallel step equals the single step on the whole batch", "[parallel][train]") {
+  const Problem p = problem(64);
+  for (int n = 1; n <= 4; ++n) {
+    check_against_single(p, p.y, nn::sgd(0.5), 1, n);
+    check_against_single(p, p.y, nn::momentum(0.1, 0.9), 4, n);
+  }
+  check_against_single(p, p.y, nn::adam(1e-3), 3, 2);
+}
+
+TEST_CASE("unequal and empty shards are weighted by their sizes", "[parallel][train]") {
+  const Problem p = problem(61);  // 16, 15, 15, 15
+  check_against_single(p, p.y, nn::sgd(0.5), 2, 4);
+  const Problem tiny = problem(3);  // 1, 1, 1 and an empty shard
+  check_against_single(tiny, tiny.y, nn::sgd(0.5), 2, 4);
+}
+
+TEST_CASE("one-hot targets, and devices of two threads each", "[parallel][train]") {
+  const Problem p = problem(48);
+  Eigen::MatrixXf onehot = Eigen::MatrixXf::Zero(7, p.X.cols());
+  for (Eigen::Index j = 0; j < p.X.cols(); ++j) onehot(p.y(j), j) = 1;
+  check_against_single(p, onehot, nn::sgd(0.5), 2, 3);
+  check_against_single(p, p.y, nn::sgd(0.5), 2, 2, 2);
+}
+
+TEST_CASE("data-parallel training repeats bit for bit", "[parallel][train][determinism]") {
+  const Problem p = problem(100);
+  const auto opt = nn::adam(1e-2);
+  for (int n : {2, 3, 4}) {
+    INFO(n << " devices");
+    const auto first = data_parallel(p.params, p.X, p.y, opt, 5, n);
+    for (int rerun = 0; rerun < 3; ++rerun) {
+      const auto again = data_parallel(p.params, p.X, p.y, opt, 5, n);
+      for (std::size_t r = 0; r < again.size(); ++r) {
+        CHECK(par_test::same_bits(again[r].first, first[r].first));
+        CHECK(again[r].second == first[r].second);
+      }
+    }
+  }
+}
+
+TEST_CASE("train_step_on_shard: each device brings its own shard", "[parallel][train]") {
+  const Problem p = problem(40);
+  const auto [expected, losses] = single(p.params, p.X, p.y, nn::sgd(0.5), 1);
+  par::LocalDevices devices(2);
+  const auto params = devices.run([&](par::LocalDevice& d) {
+    // Device 0 takes the first 25 examples, device 1 the other 15.
+    const Eigen::Index begin = d.rank() == 0 ? 0 : 25, size = d.rank() == 0 ? 25 : 15;
+    Net net = p.params;
+    auto opt = nn::sgd(0.5);
+    auto state = opt.init(net);
+    par::StepWorkspace<Net> ws;
+    const float loss = par::train_step_on_shard(net, p.X.middleCols(begin, size),
+                                                p.y.segment(begin, size), opt, state, d, ws);
+    return std::pair{net, loss};
+  });
+  for (const auto& [net, loss] : params) {
+    CHECK(par_test::max_relative(net, expected) < 1e-5);
+    CHECK(std::abs(loss - losses[0]) < 1e-5f * losses[0]);
+  }
+}
+
+TEST_CASE("train_step checks its arguments on every device", "[parallel][train]") {
+  const Problem p = problem(8);
+  par::LocalDevices devices(2);
+  CHECK_THROWS_WITH(devices.run([&](par::LocalDevice& d) {
+    Net net = p.params;
+    auto opt = nn::sgd(0.1);
+    auto state = opt.init(net);
+    par::StepWorkspace<Net> ws;
+    par::train_step(net, p.X, p.y.head(7), opt, state, d, ws);
+  }),
+                    Catch::Contains("got 7 targets for a batch of 8 examples"));
+  CHECK_THROWS_WITH(devices.run([&](par::LocalDevice& d) {
+    Net net = p.params;
+    auto opt = nn::sgd(0.1);
+    auto state = opt.init(net);
+    par::StepWorkspace<Net> ws;
+    par::train_step_on_shard(net, p.X.leftCols(0), p.y.head(0), opt, state, d, ws);
+  }),
+                    Catch::Contains("every device's shard is empty"));
+}
