@@ -1,0 +1,62 @@
+# train_mlp: the MLP on Fashion-MNIST (grove/nn.hpp, grove/io/idx.hpp, grove/io/checkpoint.hpp,
+# grove/parallel.hpp and, under mpirun, grove/mpi.hpp). It needs CLI11 (Debian: libcli11-dev),
+# zlib (zlib1g-dev), nlohmann-json for its checkpoints (nlohmann-json3-dev), OpenMP for its threads
+# and, with GROVE_MPI (ON by default), MPI (libopenmpi-dev openmpi-bin); with -DGROVE_MPI=OFF it
+# is built without MPI and still has --devices. grove::grove itself needs none of them.
+find_package(CLI11 CONFIG REQUIRED)
+find_package(ZLIB REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)
+grove_example(train_mlp train_mlp.cpp)
+target_link_libraries(train_mlp PRIVATE CLI11::CLI11 ZLIB::ZLIB nlohmann_json::nlohmann_json)
+grove_nn_target(train_mlp)
+if(GROVE_MPI)
+  target_link_libraries(train_mlp PRIVATE MPI::MPI_CXX)
+  target_compile_definitions(train_mlp PRIVATE GROVE_TRAIN_MLP_MPI=1)
+endif()
+
+# --- tests of train_mlp itself, with the tests, when Fashion-MNIST is installed -----------------
+set(_grove_fmnist /usr/share/datasets/fashion-mnist)
+if(NOT GROVE_BUILD_TESTS OR NOT EXISTS ${_grove_fmnist})
+  return()
+endif()
+# A small network and one or a few epochs: seconds each.
+set(_grove_train "$<TARGET_FILE:train_mlp>|--data|${_grove_fmnist}|--batch-size|1000")
+set(_grove_args "${_grove_train}|--layers|784,128,10")
+
+# Data parallelism: one epoch on 2 local devices, and on 2 MPI processes, gives the metrics of one
+# device (to 1e-4: the gradients are summed in another order).
+set(_grove_one "${_grove_args}|--epochs|1|--devices|1|--threads|1")
+add_test(NAME train_mlp_devices
+         COMMAND ${CMAKE_COMMAND} "-DCOMMAND_A=${_grove_one}"
+                 "-DCOMMAND_B=${_grove_args}|--epochs|1|--devices|2|--threads|2"
+                 "-DEXPECT_B=2 local devices of 1 thread"
+                 -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/train_mlp_devices
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/compare_metrics.cmake)
+set_tests_properties(train_mlp_devices PROPERTIES TIMEOUT 300 PROCESSORS 2)
+if(GROVE_MPI)
+  # Open MPI refuses to run as root without --allow-run-as-root (here: its two environment
+  # variables) and more ranks than cores without --oversubscribe; its --timeout ends a hung job.
+  execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE _grove_mpiexec_version
+                  ERROR_QUIET)
+  set(_grove_mpiexec "${MPIEXEC_EXECUTABLE}|${MPIEXEC_NUMPROC_FLAG}|2")
+  if(_grove_mpiexec_version MATCHES "Open MPI|OpenRTE")
+    string(APPEND _grove_mpiexec "|--oversubscribe|--timeout|240")
+  endif()
+  add_test(NAME train_mlp_mpi
+           COMMAND ${CMAKE_COMMAND} "-DCOMMAND_A=${_grove_one}"
+                   "-DCOMMAND_B=${_grove_mpiexec}|${_grove_args}|--epochs|1|--threads|1"
+                   "-DEXPECT_B=2 MPI ranks of 1 thread"
+                   -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/train_mlp_mpi
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/compare_metrics.cmake)
+  set_tests_properties(train_mlp_mpi PROPERTIES
+    TIMEOUT 300 PROCESSORS 2
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+endif()
+
+# --save / --resume: 3 epochs in one go, and 1 epoch then 2 more resumed from its checkpoint, end
+# with byte-identical checkpoints; a resume with other settings is refused.
+add_test(NAME train_mlp_resume
+         COMMAND ${CMAKE_COMMAND} "-DTRAIN=${_grove_train}|--threads|1"
+                 -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/train_mlp_resume
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/resume_test.cmake)
+set_tests_properties(train_mlp_resume PROPERTIES TIMEOUT 300)

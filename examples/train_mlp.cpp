@@ -1,0 +1,645 @@
+// train_mlp: trains a swish MLP on Fashion-MNIST the JAX way, with grove.
+//
+//   train_mlp                                  # 784-512-512-10, adam, 15 epochs
+//   train_mlp --optimizer sgd --lr 0.1 --epochs 20 --metrics run.csv
+//   train_mlp --epochs 5 --save run.safetensors     # then: --epochs 15 --resume run.safetensors
+//   train_mlp --devices 2 --batch-size 1024         # data-parallel over 2 local devices
+//   mpirun -np 2 train_mlp --batch-size 1024        # data-parallel over 2 MPI processes
+//
+// Parameters are a pytree (std::vector<Dense<float>>) initialised from a split key; each epoch
+// draws its mini-batches with grove::random::permutation; each step is value_and_grad (hand-
+// written backprop into a reused workspace) and an optax-style update applied in place. With
+// several devices or MPI ranks, each takes its shard of every batch and one allreduce averages
+// the gradients (grove::parallel::train_step). The same --seed and --threads give the same numbers
+// run after run, and a run resumed from a checkpoint gives the bits of one never interrupted.
+#include <unistd.h>
+#include <CLI/CLI.hpp>
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <grove/io/checkpoint.hpp>
+#include <grove/io/idx.hpp>
+#include <grove/nn.hpp>
+#include <grove/parallel.hpp>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+#if defined(GROVE_USE_OPENBLAS)
+extern "C" void openblas_set_num_threads(int);
+#endif
+#if defined(GROVE_TRAIN_MLP_MPI)
+#include <grove/mpi.hpp>
+#endif
+
+#include "progress.hpp"
+
+namespace nn = grove::nn;
+namespace io = grove::io;
+namespace par = grove::parallel;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kDefaultData = "/usr/share/datasets/fashion-mnist";
+constexpr const char* kPackage = "dataset-fashion-mnist";
+
+struct Options {
+  std::string data = kDefaultData;
+  std::vector<Eigen::Index> layers{784, 512, 512, 10};
+  int epochs = 15;
+  int batch_size = 128;
+  std::optional<double> lr;
+  double lr_decay = 0.9;
+  bool standardize = true;
+  std::string optimizer = "adam";
+  std::uint64_t seed = 0;
+  int threads = 0;
+  int devices = 1;
+  std::string metrics;
+  std::string save;
+  std::string resume;
+};
+
+double default_lr(const std::string& optimizer) {
+  if (optimizer == "adam") return 1e-3;
+  if (optimizer == "momentum") return 0.03;
+  return 0.3;  // sgd
+}
+
+struct EpochMetrics {
+  int epoch;
+  double train_loss, test_loss, test_accuracy;
+  std::optional<double> seconds;  // empty for the epochs a resumed run read from its checkpoint
+};
+
+// Writes the CSV atomically: a temporary file in the same directory, renamed over the target, so
+// that a reader never sees a half-written file.
+void write_metrics(const fs::path& file, const std::vector<EpochMetrics>& rows) {
+  const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
+  std::string tmpl = (dir / ("." + file.filename().string() + ".XXXXXX")).string();
+  const int fd = ::mkstemp(tmpl.data());
+  if (fd < 0)
+    throw std::system_error(errno, std::generic_category(),
+                            "cannot create a temporary file next to " + file.string());
+  std::ostringstream csv;
+  csv << "epoch,train_loss,test_loss,test_accuracy,epoch_seconds\n";
+  char line[160];
+  for (const auto& r : rows) {
+    std::snprintf(line, sizeof line, "%d,%.6f,%.6f,%.6f,", r.epoch, r.train_loss, r.test_loss,
+                  r.test_accuracy);
+    csv << line;
+    if (r.seconds) {
+      std::snprintf(line, sizeof line, "%.3f", *r.seconds);
+      csv << line;
+    }
+    csv << '\n';
+  }
+  const std::string text = csv.str();
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ok = ::fsync(fd) == 0 && ok;
+  const int saved = errno;
+  ok = ::close(fd) == 0 && ok;
+  if (!ok || std::rename(tmpl.c_str(), file.c_str()) != 0) {
+    const int e = ok ? errno : saved;
+    std::remove(tmpl.c_str());
+    throw std::system_error(e, std::generic_category(), "cannot write " + file.string());
+  }
+}
+
+std::string layers_text(const std::vector<Eigen::Index>& layers) {
+  std::string s;
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    if (i) s += '-';
+    s += std::to_string(layers[i]);
+  }
+  return s;
+}
+
+std::string exact(double x) {
+  char text[40];
+  std::snprintf(text, sizeof text, "%.17g", x);
+  return text;
+}
+
+// --- checkpoints ---------------------------------------------------------------------------------
+//
+// A checkpoint is a grove::io::train_state {params, opt_state, key, epoch} whose metadata records
+// the settings that determine the run (a resumed run must use the same ones) and the metrics of
+// the epochs done, so that a resumed run's --metrics file covers the whole run. Wall times are
+// not part of a run's state: they are left out, so that a resumed run writes the same bytes as
+// one never interrupted.
+
+// The settings a resumed run must share with the run that saved the checkpoint, as text.
+io::metadata run_settings(const Options& o, double lr) {
+  return {{"train_mlp.layers", layers_text(o.layers)},
+          {"train_mlp.optimizer", o.optimizer},
+          {"train_mlp.lr", exact(lr)},
+          {"train_mlp.lr_decay", exact(o.lr_decay)},
+          {"train_mlp.batch_size", std::to_string(o.batch_size)},
+          {"train_mlp.seed", std::to_string(o.seed)},
+          {"train_mlp.standardize", o.standardize ? "true" : "false"}};
+}
+
+constexpr const char* kHistoryKey = "train_mlp.history";
+
+std::string history_text(const std::vector<EpochMetrics>& rows) {
+  std::string s;
+  for (const auto& r : rows)
+    s += std::to_string(r.epoch) + "," + exact(r.train_loss) + "," + exact(r.test_loss) + "," +
+         exact(r.test_accuracy) + "\n";
+  return s;
+}
+
+std::vector<EpochMetrics> parse_history(const std::string& file, const std::string& text,
+                                        std::int64_t epochs) {
+  std::vector<EpochMetrics> rows;
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    EpochMetrics r{};
+    char tail = 0;
+    if (std::sscanf(line.c_str(), "%d,%lf,%lf,%lf%c", &r.epoch, &r.train_loss, &r.test_loss,
+                    &r.test_accuracy, &tail) != 4 ||
+        r.epoch != static_cast<int>(rows.size()) + 1)
+      throw io::format_error("train_mlp --resume", file,
+                             std::string(kHistoryKey) + " has a malformed line `" + line + "`");
+    rows.push_back(r);
+  }
+  if (static_cast<std::int64_t>(rows.size()) != epochs)
+    throw io::format_error("train_mlp --resume", file,
+                           std::string(kHistoryKey) + " has " + std::to_string(rows.size()) +
+                               " epochs but the checkpoint is at epoch " + std::to_string(epochs));
+  return rows;
+}
+
+// Refuses a checkpoint saved with other settings, naming each one that differs.
+void check_settings(const std::string& file, const io::metadata& saved,
+                    const io::metadata& wanted) {
+  std::string differences;
+  for (const auto& [key, value] : wanted) {
+    const auto it = saved.find(key);
+    const std::string flag = "--" + key.substr(key.find('.') + 1);
+    if (it == saved.end())
+      differences += "\n  " + flag + ": not recorded (the file was not written by train_mlp)";
+    else if (it->second != value)
+      differences += "\n  " + flag + ": " + it->second + " in the checkpoint, " + value + " now";
+  }
+  if (!differences.empty())
+    throw std::invalid_argument("--resume " + file +
+                                ": the checkpoint was saved with other settings; resume with "
+                                "the same ones:" +
+                                differences);
+}
+
+// --- training ------------------------------------------------------------------------------------
+
+using Params = std::vector<nn::Dense<float>>;
+
+// The group of devices a run trains on. Solo is one process on its own (no collectives); with
+// LocalDevices' devices or MPI ranks every device runs the same loop on its own copy of the
+// parameters, grove::parallel::train_step shards each batch and averages the gradients, and the
+// device of rank 0 (the leader) evaluates, prints, writes the metrics and saves the checkpoints.
+struct Solo {
+  int rank() const { return 0; }
+  int size() const { return 1; }
+};
+
+// What every device starts from: the parameters and optimizer state (fresh, or read from
+// --resume), the epochs already done and their metrics.
+template <class State>
+struct Start {
+  Params params;
+  State state;
+  int epochs_done = 0;
+  std::vector<EpochMetrics> history;
+};
+
+struct Setup {
+  const Options& options;
+  const io::MnistSplits<float>& data;
+  std::string description;                // optimizer and learning rate, for the first line
+  std::string devices;                    // "1 thread", "2 local devices of 1 thread", ...
+  io::metadata settings;                  // what a checkpoint records (run_settings)
+  grove::random::Key init_key, data_key;  // split(key(--seed))
+  bool progress_bar;                      // stdout is a terminal (and not mpirun's pseudo-one)
+};
+
+// One training step: the optimizer's update in place after value_and_grad_into, or, for plain
+// SGD, sgd_step (the update fused into the backward pass).
+template <class Opt, class State>
+float solo_step(const Opt& optimizer, State& state, Params& params, Params& grads, const auto& x,
+                const auto& y, nn::Workspace<float>& ws) {
+  if constexpr (std::is_same_v<Opt, nn::Sgd>) {
+    const auto lr = static_cast<float>(optimizer.learning_rate()(state.count++));
+    return nn::sgd_step(params, x, y, lr, ws);
+  } else {
+    const float loss = nn::value_and_grad_into(params, x, y, grads, ws);
+    optimizer.step(params, grads, state);
+    return loss;
+  }
+}
+
+// Epochs start.epochs_done + 1 .. --epochs on this device. Returns the exit status (the same on
+// every device: they all see the same losses).
+template <class Opt, class State, class Comm>
+int train_epochs(const Setup& setup, const Opt& optimizer, Start<State> start, Comm& comm) {
+  const Options& o = setup.options;
+  const auto& [train_set, test_set] = setup.data;
+  const bool leader = comm.rank() == 0;
+  const Eigen::Index n = train_set.size();
+  const Eigen::Index batch = std::min<Eigen::Index>(o.batch_size, n);
+  const Eigen::Index steps = (n + batch - 1) / batch;
+  const bool tty = leader && setup.progress_bar;
+
+  Params& params = start.params;
+  State& state = start.state;
+  std::vector<EpochMetrics>& history = start.history;
+  nn::Workspace<float> ws;
+  Params grads;
+  par::StepWorkspace<Params> device_ws;
+  if constexpr (!std::is_same_v<Comm, Solo>)
+    par::broadcast_inplace(params, comm, 0);  // every replica starts from rank 0's parameters
+  Eigen::MatrixXf xb(train_set.images.rows(), batch);
+  Eigen::VectorXi yb(batch);
+
+  double total_seconds = 0;
+  for (int epoch = start.epochs_done + 1; epoch <= o.epochs; ++epoch) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto perm = grove::random::permutation(
+        grove::random::fold_in(setup.data_key, static_cast<std::uint32_t>(epoch)), n);
+    grove_examples::ProgressBar bar(
+        stdout, "epoch " + std::to_string(epoch) + "/" + std::to_string(o.epochs),
+        static_cast<long>(steps), static_cast<long>(batch));
+    double loss_sum = 0;
+    for (Eigen::Index step = 0; step < steps; ++step) {
+      const Eigen::Index first = step * batch, size = std::min(batch, n - first);
+      // Every device gathers only its own shard of the batch's columns.
+      const par::Shard mine = par::shard(size, comm.rank(), comm.size());
+      for (Eigen::Index j = 0; j < mine.size; ++j) {
+        const Eigen::Index i = perm(first + mine.begin + j);
+        xb.col(j) = train_set.images.col(i);
+        yb(j) = train_set.labels(i);
+      }
+      const auto x = xb.leftCols(mine.size);
+      const auto y = yb.head(mine.size);
+      float loss;
+      if constexpr (std::is_same_v<Comm, Solo>)
+        loss = solo_step(optimizer, state, params, grads, x, y, ws);
+      else
+        loss = par::train_step_on_shard(params, x, y, optimizer, state, comm, device_ws);
+      loss_sum += static_cast<double>(loss) * static_cast<double>(size);
+      if (tty)
+        bar.update(static_cast<long>(step + 1), loss_sum / static_cast<double>(first + size));
+    }
+    const double train_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double train_loss = loss_sum / static_cast<double>(n);
+    if (!std::isfinite(train_loss)) {
+      if (tty) bar.clear();
+      if (leader) std::fprintf(stderr, "train_mlp: the loss diverged (try a smaller --lr)\n");
+      return 1;
+    }
+    if (!leader) continue;  // the others go on to the next epoch and wait there for the leader
+
+    const auto [test_loss, test_accuracy] =
+        nn::evaluate(params, test_set.images, test_set.labels, ws);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    total_seconds += seconds;
+    if (tty) bar.clear();
+    std::printf(
+        "epoch %2d/%d  train loss %.4f  test loss %.4f  test accuracy %.2f%%  %.1f s (%.0f ex/s)\n",
+        epoch, o.epochs, train_loss, test_loss, 100 * test_accuracy, seconds,
+        static_cast<double>(n) / train_seconds);
+    std::fflush(stdout);
+    history.push_back({epoch, train_loss, test_loss, test_accuracy, seconds});
+    if (!o.metrics.empty()) write_metrics(o.metrics, history);
+    if (!o.save.empty()) {
+      io::metadata meta = setup.settings;
+      meta[kHistoryKey] = history_text(history);
+      io::save(o.save, io::train_state<Params, State>{params, state, setup.data_key, epoch}, meta);
+    }
+  }
+  if (leader && o.epochs > start.epochs_done)
+    std::printf("final test accuracy %.2f%% after %d epoch%s in %.1f s\n",
+                100 * history.back().test_accuracy, o.epochs, o.epochs == 1 ? "" : "s",
+                total_seconds);
+  return 0;
+}
+
+// Where the run trains: one process, local devices or MPI ranks.
+struct Placement {
+  int devices = 1;             // local devices (threads as devices) in this process
+  int threads_per_device = 1;  // OpenMP / Eigen threads of each
+#if defined(GROVE_TRAIN_MLP_MPI)
+  grove::mpi::Communicator* mpi = nullptr;  // set when launched by mpirun with several ranks
+#endif
+};
+
+template <class Opt>
+int train(const Setup& setup, const Opt& optimizer, const Placement& where) {
+  const Options& o = setup.options;
+  Start<decltype(optimizer.init(std::declval<const Params&>()))> start;
+  start.params = nn::init_network_params(o.layers, setup.init_key, nn::lecun_normal<float>);
+  start.state = optimizer.init(start.params);
+  if (!o.resume.empty()) {
+    // The settings first (a clearer message than a shape mismatch), then the state, read into
+    // one of the right structure and shapes; the file's key must be this run's.
+    check_settings(o.resume, io::inspect(o.resume).metadata, setup.settings);
+    io::train_state<Params, decltype(start.state)> saved{start.params, start.state,
+                                                         grove::random::key(0), 0};
+    const io::metadata meta = io::load_into(o.resume, saved);
+    if (saved.key != setup.data_key)
+      throw io::format_error(
+          "train_mlp --resume", o.resume,
+          "its random key is not the one --seed " + std::to_string(o.seed) + " gives");
+    if (saved.epoch < 0 || saved.epoch > o.epochs)
+      throw std::invalid_argument("--resume " + o.resume + ": the checkpoint is at epoch " +
+                                  std::to_string(saved.epoch) + ", beyond --epochs " +
+                                  std::to_string(o.epochs));
+    const auto it = meta.find(kHistoryKey);
+    start.history = parse_history(o.resume, it == meta.end() ? "" : it->second, saved.epoch);
+    start.params = std::move(saved.params);
+    start.state = std::move(saved.opt_state);
+    start.epochs_done = static_cast<int>(saved.epoch);
+  }
+
+  bool leader = true;
+#if defined(GROVE_TRAIN_MLP_MPI)
+  if (where.mpi) leader = where.mpi->rank() == 0;
+#endif
+  if (leader) {
+    const auto& [train_set, test_set] = setup.data;
+    std::printf(
+        "train_mlp: %ld training and %ld test images of %ld pixels; MLP %s (swish), %s, batch "
+        "%d, %d epoch%s, seed %llu, %s\n",
+        static_cast<long>(train_set.size()), static_cast<long>(test_set.size()),
+        static_cast<long>(train_set.images.rows()), layers_text(o.layers).c_str(),
+        setup.description.c_str(), o.batch_size, o.epochs, o.epochs == 1 ? "" : "s",
+        static_cast<unsigned long long>(o.seed), setup.devices.c_str());
+    if (start.epochs_done > 0)
+      std::printf("train_mlp: resumed from %s after epoch %d%s\n", o.resume.c_str(),
+                  start.epochs_done,
+                  start.epochs_done == o.epochs ? ": no epoch left to train" : "");
+    if (!o.metrics.empty()) write_metrics(o.metrics, start.history);
+    std::fflush(stdout);
+  }
+
+#if defined(GROVE_TRAIN_MLP_MPI)
+  if (where.mpi) return train_epochs(setup, optimizer, std::move(start), *where.mpi);
+#endif
+  if (where.devices == 1) {
+    Solo solo;
+    return train_epochs(setup, optimizer, std::move(start), solo);
+  }
+  par::LocalDevices devices(where.devices, where.threads_per_device);
+  // Each device trains its own copy (train_epochs takes `start` by value).
+  const auto status = devices.run(
+      [&](par::LocalDevice& device) { return train_epochs(setup, optimizer, start, device); });
+  return status[0];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Under mpirun (or another MPI launcher) the ranks train together; run on its own, train_mlp
+  // does not start MPI at all.
+  const bool launched_by_mpi = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr ||
+                               std::getenv("PMI_SIZE") != nullptr ||
+                               std::getenv("PMIX_RANK") != nullptr;
+#if defined(GROVE_TRAIN_MLP_MPI)
+  std::optional<grove::mpi::Environment> mpi_environment;
+  if (launched_by_mpi) mpi_environment.emplace(argc, argv);
+  std::optional<grove::mpi::Communicator> world;
+  if (launched_by_mpi) world.emplace();
+  const int rank = world ? world->rank() : 0;
+  const int ranks = world ? world->size() : 1;
+#else
+  const int rank = 0, ranks = 1;
+  if (launched_by_mpi)
+    std::fprintf(stderr,
+                 "train_mlp: built without MPI (-DGROVE_MPI=OFF): each process trains alone\n");
+#endif
+
+  Options o;
+  CLI::App app{
+      "Trains a swish MLP on Fashion-MNIST with grove: parameters as a pytree initialised from "
+      "split\n"
+      "random keys, mini-batches drawn with grove::random::permutation, gradients by backprop,\n"
+      "optax-style updates; data-parallel over --devices local devices, or over the processes\n"
+      "of `mpirun -np N train_mlp ...`. The same --seed and --threads give the same numbers run\n"
+      "after run.",
+      "train_mlp"};
+  app.add_option("--data", o.data,
+                 "Directory with train-images-idx3-ubyte, train-labels-idx1-ubyte, "
+                 "t10k-images-idx3-ubyte and "
+                 "t10k-labels-idx1-ubyte (each .gz or plain); Debian's dataset-fashion-mnist "
+                 "installs them here")
+      ->capture_default_str();
+  app.add_option("--layers", o.layers,
+                 "Layer sizes from the 784 inputs to the 10 classes, comma-separated (hidden "
+                 "layers use swish)")
+      ->delimiter(',')
+      ->capture_default_str();
+  app.add_option("--epochs", o.epochs, "Passes over the training set (in all, when resuming)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--batch-size", o.batch_size,
+                 "Examples per step, over all devices (the last step of an epoch takes the rest)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--optimizer", o.optimizer,
+                 "sgd, momentum (0.9, as optax.sgd(lr, momentum=0.9)) or adam")
+      ->check(CLI::IsMember({"sgd", "momentum", "adam"}))
+      ->capture_default_str();
+  app.add_option("--lr", o.lr,
+                 "Initial learning rate [default: adam 0.001, momentum 0.03, sgd 0.3]")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--lr-decay", o.lr_decay,
+                 "Learning-rate decay per epoch: lr * decay^(step / steps_per_epoch), "
+                 "optax.exponential_decay; "
+                 "1 keeps it constant")
+      ->check(CLI::Range(1e-6, 1.0))
+      ->capture_default_str();
+  app.add_flag("--standardize,!--no-standardize", o.standardize,
+               "Standardize the pixels with the training set's mean and standard deviation (the "
+               "default), or leave them in [0, 1]");
+  app.add_option("--seed", o.seed,
+                 "Seed of the key that initialises the network and shuffles the batches")
+      ->capture_default_str();
+  app.add_option("--threads", o.threads,
+                 "Threads this process computes with, shared by its devices; 0: all cores "
+                 "(shared by the MPI ranks on this machine)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--devices", o.devices,
+                 "Local devices (threads of this process) to train data-parallel on: each takes "
+                 "its shard of every batch, one allreduce averages the gradients")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--metrics", o.metrics,
+                 "Write a CSV of per-epoch metrics (epoch, train_loss, test_loss, test_accuracy, "
+                 "epoch_seconds) to "
+                 "this file, rewritten atomically after each epoch");
+  app.add_option("--save", o.save,
+                 "Save the training state (parameters, optimizer state, random key, epoch, "
+                 "settings, metrics) to this safetensors file after each epoch, atomically");
+  app.add_option("--resume", o.resume,
+                 "Resume from a file written by --save, with the same settings, up to --epochs: "
+                 "the result is the one of a run never interrupted, bit for bit")
+      ->check(CLI::ExistingFile);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // Every rank parsed the same arguments and returns the same status; only rank 0 speaks.
+    if (rank == 0) return app.exit(e);
+    return e.get_exit_code();
+  }
+
+  auto fail = [&](const char* format, auto... args) {
+    if (rank == 0) {
+      std::fprintf(stderr, "train_mlp: ");
+      std::fprintf(stderr, format, args...);
+    }
+    return 2;
+  };
+  if (o.layers.size() < 2 || o.layers.front() != 784 || o.layers.back() != 10)
+    return fail("--layers must start with 784 (the pixels) and end with 10 (the classes), got %s\n",
+                layers_text(o.layers).c_str());
+  for (const auto width : o.layers)
+    if (width <= 0)
+      return fail("--layers sizes must be positive, got %s\n", layers_text(o.layers).c_str());
+  if (ranks > 1 && o.devices > 1)
+    return fail(
+        "--devices %d under MPI: each of the %d ranks is one device; use one or the other\n",
+        o.devices, ranks);
+  if (o.devices > o.batch_size)
+    return fail("--devices %d is more than --batch-size %d: some devices would get no examples\n",
+                o.devices, o.batch_size);
+
+  // Threads: --threads for this process (0: its share of the machine's cores), split among its
+  // devices.
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  int ranks_here = 1;
+#if defined(GROVE_TRAIN_MLP_MPI)
+  if (world) ranks_here = world->local_size();
+#endif
+  const int threads = o.threads > 0 ? o.threads : std::max(1, cores / ranks_here);
+  Placement where;
+  where.devices = o.devices;
+  where.threads_per_device = std::max(1, threads / o.devices);
+  if (o.devices == 1) {
+    Eigen::setNbThreads(threads);
+#if defined(_OPENMP)
+    omp_set_num_threads(threads);
+#endif
+  }
+#if defined(GROVE_USE_OPENBLAS)
+  openblas_set_num_threads(where.threads_per_device);
+#endif
+  const auto plural = [](int k, const char* what) {
+    return std::to_string(k) + " " + what + (k == 1 ? "" : "s");
+  };
+  std::string devices = plural(where.threads_per_device, "thread");
+  if (o.devices > 1) devices = plural(o.devices, "local device") + " of " + devices;
+#if defined(GROVE_TRAIN_MLP_MPI)
+  if (world && ranks > 1) {
+    where.mpi = &*world;
+    devices = plural(ranks, "MPI rank") + " of " + devices;
+  }
+#endif
+
+  std::error_code ec;
+  if (!fs::is_directory(o.data, ec)) {
+    fail(
+        "the data directory %s does not exist.\n"
+        "Install Fashion-MNIST with the Debian package %s (sudo apt-get install %s),\n"
+        "or pass --data DIR with train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz,\n"
+        "t10k-images-idx3-ubyte.gz and t10k-labels-idx1-ubyte.gz.\n",
+        o.data.c_str(), kPackage, kPackage);
+    return 1;
+  }
+  if (rank == 0) {
+    // Fail now, not after the first epoch, when an output file cannot be written.
+    for (const auto* output : {&o.metrics, &o.save}) {
+      if (output->empty()) continue;
+      const fs::path file(*output);
+      const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
+      if (!fs::is_directory(dir, ec) || ::access(dir.c_str(), W_OK) != 0) {
+        std::fprintf(stderr, "train_mlp: %s %s: cannot write in the directory %s\n",
+                     output == &o.save ? "--save" : "--metrics", output->c_str(), dir.c_str());
+        return 1;
+      }
+    }
+  }
+  io::MnistSplits<float> data;
+  try {
+    const auto t0 = std::chrono::steady_clock::now();
+    data = io::load_mnist<float>(o.data);
+    if (rank == 0)
+      std::printf("train_mlp: read %s in %.1f s", o.data.c_str(),
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  } catch (const std::system_error& e) {
+    fail("%s\n", e.what());
+    if (rank == 0 && e.code() == std::errc::no_such_file_or_directory)
+      std::fprintf(stderr,
+                   "Fashion-MNIST comes with the Debian package %s (sudo apt-get install %s).\n",
+                   kPackage, kPackage);
+    return 1;
+  } catch (const std::exception& e) {
+    fail("%s\n", e.what());
+    return 1;
+  }
+  if (o.standardize) {
+    // One mean and one standard deviation for all pixels, from the training set only.
+    const double mean = data.train.images.cast<double>().mean();
+    const double sd = std::sqrt((data.train.images.cast<double>().array() - mean).square().mean());
+    for (auto* images : {&data.train.images, &data.test.images})
+      images->array() = (images->array() - static_cast<float>(mean)) / static_cast<float>(sd);
+    if (rank == 0)
+      std::printf("; pixels standardized with mean %.4f and standard deviation %.4f", mean, sd);
+  }
+  if (rank == 0) std::printf("\n");
+
+  const double lr = o.lr.value_or(default_lr(o.optimizer));
+  const double steps_per_epoch = std::ceil(static_cast<double>(data.train.size()) / o.batch_size);
+  const nn::Schedule schedule =
+      o.lr_decay == 1.0 ? nn::Schedule(lr) : nn::exponential_decay(lr, steps_per_epoch, o.lr_decay);
+  char text[128];
+  std::snprintf(text, sizeof text, "%s lr %g", o.optimizer.c_str(), lr);
+  std::string description = text;
+  if (o.lr_decay != 1.0) {
+    std::snprintf(text, sizeof text, " * %g^epoch", o.lr_decay);
+    description += text;
+  }
+  const auto [init_key, data_key] = grove::random::split(grove::random::key(o.seed));
+  // Open MPI hands its ranks a pseudo-terminal as stdout, whatever mpirun's own stdout is: under
+  // MPI, one line per epoch.
+  const bool progress_bar = !launched_by_mpi && ::isatty(STDOUT_FILENO) != 0;
+  const Setup setup{o,        data,     description, devices, run_settings(o, lr),
+                    init_key, data_key, progress_bar};
+  try {
+    if (o.optimizer == "sgd") return train(setup, nn::sgd(schedule), where);
+    if (o.optimizer == "momentum") return train(setup, nn::momentum(schedule, 0.9), where);
+    return train(setup, nn::adam(schedule), where);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train_mlp: %s\n", e.what());
+#if defined(GROVE_TRAIN_MLP_MPI)
+    // The other ranks may be waiting for this one in a collective: end them all.
+    if (ranks > 1) grove::mpi::Environment::abort(1);
+#endif
+    return 1;
+  }
+}
