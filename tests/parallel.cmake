@@ -27,14 +27,10 @@ endforeach()
 
 # --- MPI: the same checks across processes, run by mpirun ---------------------------------------
 if(GROVE_MPI)
-  # Catch2's implementation and an MPI-initializing main, compiled once without grove's warnings.
-  add_library(grove_catch_mpi_main OBJECT parallel_mpi_main.cpp)
-  target_link_libraries(grove_catch_mpi_main PUBLIC grove::grove Catch2::Catch2 MPI::MPI_CXX)
-  if(TARGET grove_sanitize)
-    target_link_libraries(grove_catch_mpi_main PUBLIC grove_sanitize)
-  endif()
-  add_executable(test_parallel_mpi test_parallel_mpi.cpp $<TARGET_OBJECTS:grove_catch_mpi_main>)
-  target_link_libraries(test_parallel_mpi PRIVATE grove::grove grove_warnings grove_catch_mpi_main)
+  # The shared Catch2 main; the test file initializes MPI itself (a static mpi::Environment).
+  add_executable(test_parallel_mpi test_parallel_mpi.cpp $<TARGET_OBJECTS:grove_catch_main>)
+  target_link_libraries(test_parallel_mpi PRIVATE grove::grove grove_warnings grove_catch_main
+                                                  MPI::MPI_CXX)
   grove_parallel_target(test_parallel_mpi)
 
   # Open MPI refuses to run as root without --allow-run-as-root (here: its two environment

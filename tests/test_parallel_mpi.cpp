@@ -3,8 +3,8 @@
 // single-process step and against LocalDevices, bit-identical reruns, and (tag [mismatch]) trees
 // that differ across ranks: the same clear error on every rank, and no hang.
 //
-// Every rank runs the same test cases in the same order, so their collectives match. The main,
-// which initializes MPI, is parallel_mpi_main.cpp.
+// Every rank runs the same test cases in the same order, so their collectives match. MPI is
+// initialized before Catch2's main starts and finalized after it returns (mpi_environment below).
 #include <catch2/catch.hpp>
 
 #include <grove/mpi.hpp>
@@ -22,6 +22,9 @@ using par_test::Problem;
 using par_test::problem;
 
 static_assert(par::communicator<grove::mpi::Communicator>);
+
+// MPI for the whole run of this executable: a static object, constructed before main.
+const grove::mpi::Environment mpi_environment;
 
 namespace {
 
