@@ -301,6 +301,21 @@ bool is_none_value(const T& t) {
     return false;
 }
 
+// Where the first tree has None (an empty optional), every other tree must have None too.
+template <class... Rest>
+void require_none(const Rest&... rest) {
+  std::size_t index = 1;
+  ((::grove::detail::is_none_value(rest)
+        ? void()
+        : throw structure_mismatch{{},
+                                   index,
+                                   "None where another tree has a value",
+                                   "None in tree 1, a value in tree " + std::to_string(index + 1)},
+    ++index),
+   ...);
+  (void)index;  // unused when there is no other tree
+}
+
 template <class First, class... Rest, std::size_t... I>
 void check_dynamic_children(const First& first, std::index_sequence<I...>, const Rest&... rest) {
   using traits = node_traits<First>;
@@ -405,16 +420,7 @@ void zip_leaves(const Pred& pred, F& f, First&& first, Rest&&... rest) {
     }
     if constexpr (optional_node<T>) {
       if (!first.has_value()) {
-        std::size_t index = 1;
-        ((::grove::detail::is_none_value(rest)
-              ? void()
-              : throw structure_mismatch{{},
-                                         index,
-                                         "None where another tree has a value",
-                                         "None in tree 1, a value in tree " +
-                                             std::to_string(index + 1)},
-          ++index),
-         ...);
+        ::grove::detail::require_none(rest...);
         return;
       }
       std::size_t index = 0;
@@ -517,16 +523,7 @@ auto map_node(const Pred& pred, F& f, const First& first, const Rest&... rest) {
                      std::remove_cvref_t<decltype(::grove::detail::unwrap_other(rest, 0))>...>;
     using Result = typename traits::template rebind<C>;
     if (!first.has_value()) {
-      std::size_t index = 1;
-      ((::grove::detail::is_none_value(rest)
-            ? void()
-            : throw structure_mismatch{{},
-                                       index,
-                                       "None where another tree has a value",
-                                       "None in tree 1, a value in tree " +
-                                           std::to_string(index + 1)},
-        ++index),
-       ...);
+      ::grove::detail::require_none(rest...);
       return Result{};
     }
     std::size_t index = 0;
