@@ -1,24 +1,8 @@
 # Script mode: the first ```cpp block of docs/parallel.md must be exactly SOURCE (the program the
 # build compiles, tests/parallel_snippet.cpp), and PROGRAM's standard output exactly the ```text
 # block that follows it. Usage: cmake -DDOC=... -DSOURCE=... -DPROGRAM=... -P parallel_docs.cmake
-file(READ ${DOC} md)
-string(FIND "${md}" "```cpp\n" begin)
-if(begin EQUAL -1)
-  message(FATAL_ERROR "${DOC} has no ```cpp block")
-endif()
-math(EXPR begin "${begin} + 7")
-string(SUBSTRING "${md}" ${begin} -1 rest)
-string(FIND "${rest}" "```" end)
-string(SUBSTRING "${rest}" 0 ${end} code)
-string(SUBSTRING "${rest}" ${end} -1 rest)
-string(FIND "${rest}" "```text\n" out)
-if(out EQUAL -1)
-  message(FATAL_ERROR "${DOC} has no ```text block after its program")
-endif()
-math(EXPR out "${out} + 8")
-string(SUBSTRING "${rest}" ${out} -1 rest)
-string(FIND "${rest}" "```" end)
-string(SUBSTRING "${rest}" 0 ${end} expected)
+include(${CMAKE_CURRENT_LIST_DIR}/doc_blocks.cmake)
+grove_doc_blocks(${DOC} code expected)
 
 file(READ ${SOURCE} source)
 if(NOT code STREQUAL source)

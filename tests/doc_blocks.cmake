@@ -1,0 +1,26 @@
+# grove_doc_blocks(DOC CODE_VAR OUTPUT_VAR): reads a docs page whose first ```cpp block is a whole
+# program and whose ```text block after it is that program's exact output; sets CODE_VAR and
+# OUTPUT_VAR to the two. Used at configure time (grove_doc_program) and in script mode
+# (parallel_docs.cmake).
+function(grove_doc_blocks doc code_var output_var)
+  file(READ ${doc} md)
+  string(FIND "${md}" "```cpp\n" begin)
+  if(begin EQUAL -1)
+    message(FATAL_ERROR "${doc} has no ```cpp block")
+  endif()
+  math(EXPR begin "${begin} + 7")
+  string(SUBSTRING "${md}" ${begin} -1 rest)
+  string(FIND "${rest}" "```" end)
+  string(SUBSTRING "${rest}" 0 ${end} code)
+  string(SUBSTRING "${rest}" ${end} -1 rest)
+  string(FIND "${rest}" "```text\n" out)
+  if(out EQUAL -1)
+    message(FATAL_ERROR "${doc} has no ```text block after its program")
+  endif()
+  math(EXPR out "${out} + 8")
+  string(SUBSTRING "${rest}" ${out} -1 rest)
+  string(FIND "${rest}" "```" end)
+  string(SUBSTRING "${rest}" 0 ${end} output)
+  set(${code_var} "${code}" PARENT_SCOPE)
+  set(${output_var} "${output}" PARENT_SCOPE)
+endfunction()
