@@ -50,7 +50,7 @@ if(GROVE_MPI)
                    -P ${CMAKE_CURRENT_SOURCE_DIR}/compare_metrics.cmake)
   set_tests_properties(train_mlp_mpi PROPERTIES
     TIMEOUT 300 PROCESSORS 2
-    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+    ENVIRONMENT "${GROVE_MPI_TEST_ENV}")
 endif()
 
 # --save / --resume: 3 epochs in one go, and 1 epoch then 2 more resumed from its checkpoint, end

@@ -58,7 +58,7 @@ if(GROVE_MPI)
     set_tests_properties(${name} PROPERTIES
       TIMEOUT 300
       PROCESSORS ${ranks}
-      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_WAIT_POLICY=PASSIVE;${_grove_mpi_asan}")
+      ENVIRONMENT "${GROVE_MPI_TEST_ENV};OMP_WAIT_POLICY=PASSIVE;${_grove_mpi_asan}")
   endfunction()
   grove_mpi_test(test_parallel_mpi 2 "~[mismatch]")
   grove_mpi_test(test_parallel_mpi_3ranks 3 "~[mismatch]")
