@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <grove/io/atomic_write.hpp>
 #include <grove/io/checkpoint.hpp>
 #include <grove/io/idx.hpp>
 #include <grove/nn.hpp>
@@ -84,38 +85,22 @@ struct EpochMetrics {
   std::optional<double> seconds;  // empty for the epochs a resumed run read from its checkpoint
 };
 
-// Writes the CSV atomically: a temporary file in the same directory, renamed over the target, so
-// that a reader never sees a half-written file.
+// Writes the CSV atomically (grove::io::write_atomically), so that a reader never sees a
+// half-written file.
 void write_metrics(const fs::path& file, const std::vector<EpochMetrics>& rows) {
-  const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
-  std::string tmpl = (dir / ("." + file.filename().string() + ".XXXXXX")).string();
-  const int fd = ::mkstemp(tmpl.data());
-  if (fd < 0)
-    throw std::system_error(errno, std::generic_category(),
-                            "cannot create a temporary file next to " + file.string());
-  std::ostringstream csv;
-  csv << "epoch,train_loss,test_loss,test_accuracy,epoch_seconds\n";
+  std::string csv = "epoch,train_loss,test_loss,test_accuracy,epoch_seconds\n";
   char line[160];
   for (const auto& r : rows) {
     std::snprintf(line, sizeof line, "%d,%.6f,%.6f,%.6f,", r.epoch, r.train_loss, r.test_loss,
                   r.test_accuracy);
-    csv << line;
+    csv += line;
     if (r.seconds) {
       std::snprintf(line, sizeof line, "%.3f", *r.seconds);
-      csv << line;
+      csv += line;
     }
-    csv << '\n';
+    csv += '\n';
   }
-  const std::string text = csv.str();
-  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  ok = ::fsync(fd) == 0 && ok;
-  const int saved = errno;
-  ok = ::close(fd) == 0 && ok;
-  if (!ok || std::rename(tmpl.c_str(), file.c_str()) != 0) {
-    const int e = ok ? errno : saved;
-    std::remove(tmpl.c_str());
-    throw std::system_error(e, std::generic_category(), "cannot write " + file.string());
-  }
+  grove::io::write_atomically(file, csv);
 }
 
 std::string layers_text(const std::vector<Eigen::Index>& layers) {
@@ -239,14 +224,14 @@ struct Setup {
 // One training step: the optimizer's update in place after value_and_grad_into, or, for plain
 // SGD, sgd_step (the update fused into the backward pass).
 template <class Opt, class State>
-float solo_step(const Opt& optimizer, State& state, Params& params, Params& grads, const auto& x,
-                const auto& y, nn::Workspace<float>& ws) {
+float solo_step(const Opt& optimizer, State& state, Params& params, const auto& x, const auto& y,
+                par::StepWorkspace<Params>& work) {
   if constexpr (std::is_same_v<Opt, nn::Sgd>) {
     const auto lr = static_cast<float>(optimizer.learning_rate()(state.count++));
-    return nn::sgd_step(params, x, y, lr, ws);
+    return nn::sgd_step(params, x, y, lr, work.ws);
   } else {
-    const float loss = nn::value_and_grad_into(params, x, y, grads, ws);
-    optimizer.step(params, grads, state);
+    const float loss = nn::value_and_grad_into(params, x, y, work.grads, work.ws);
+    optimizer.step(params, work.grads, state);
     return loss;
   }
 }
@@ -266,9 +251,7 @@ int train_epochs(const Setup& setup, const Opt& optimizer, Start<State> start, C
   Params& params = start.params;
   State& state = start.state;
   std::vector<EpochMetrics>& history = start.history;
-  nn::Workspace<float> ws;
-  Params grads;
-  par::StepWorkspace<Params> device_ws;
+  par::StepWorkspace<Params> work;  // the gradients and nn::Workspace every step reuses
   if constexpr (!std::is_same_v<Comm, Solo>)
     par::broadcast_inplace(params, comm, 0);  // every replica starts from rank 0's parameters
   Eigen::MatrixXf xb(train_set.images.rows(), batch);
@@ -296,9 +279,9 @@ int train_epochs(const Setup& setup, const Opt& optimizer, Start<State> start, C
       const auto y = yb.head(mine.size);
       float loss;
       if constexpr (std::is_same_v<Comm, Solo>)
-        loss = solo_step(optimizer, state, params, grads, x, y, ws);
+        loss = solo_step(optimizer, state, params, x, y, work);
       else
-        loss = par::train_step_on_shard(params, x, y, optimizer, state, comm, device_ws);
+        loss = par::train_step_on_shard(params, x, y, optimizer, state, comm, work);
       loss_sum += static_cast<double>(loss) * static_cast<double>(size);
       if (tty)
         bar.update(static_cast<long>(step + 1), loss_sum / static_cast<double>(first + size));
@@ -314,7 +297,7 @@ int train_epochs(const Setup& setup, const Opt& optimizer, Start<State> start, C
     if (!leader) continue;  // the others go on to the next epoch and wait there for the leader
 
     const auto [test_loss, test_accuracy] =
-        nn::evaluate(params, test_set.images, test_set.labels, ws);
+        nn::evaluate(params, test_set.images, test_set.labels, work.ws);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     total_seconds += seconds;
