@@ -29,6 +29,7 @@
 
 #include "grove/nn/detail/gemm.hpp"
 #include "grove/tree.hpp"
+#include "grove/tree/eigen.hpp"
 
 namespace grove::nn {
 
@@ -100,24 +101,10 @@ constexpr bool flat_leaf() {
     return false;
 }
 
-template <class L>
-struct leaf_scalar {
-  using type = L;
-};
-template <class L>
-requires requires {
-  typename L::Scalar;
-}
-struct leaf_scalar<L> {
-  using type = typename L::Scalar;
-};
-template <class L>
-using leaf_scalar_t = typename leaf_scalar<L>::type;
-
 // A leaf's elements as one contiguous array (a scalar is an array of one).
 template <class L>
 auto flat(L& leaf) {
-  using S = leaf_scalar_t<std::remove_const_t<L>>;
+  using S = ::grove::scalar_t<std::remove_const_t<L>>;
   static_assert(flat_leaf<std::remove_const_t<L>>(),
                 "grove::nn optimizers: every leaf must be an Eigen::Matrix / Eigen::Array or a "
                 "float / double");

@@ -28,22 +28,9 @@ namespace grove::parallel::detail {
 
 // --- leaves ------------------------------------------------------------------------------------
 
+// The element type of a leaf the collectives accept (grove::scalar_t, cv and references removed).
 template <class L>
-struct leaf_scalar {
-  using type = void;
-};
-template <class L>
-requires std::is_arithmetic_v<L>
-struct leaf_scalar<L> {
-  using type = L;
-};
-template <class L>
-requires std::is_base_of_v<Eigen::DenseBase<L>, L>
-struct leaf_scalar<L> {
-  using type = typename L::Scalar;
-};
-template <class L>
-using leaf_scalar_t = typename leaf_scalar<std::remove_cvref_t<L>>::type;
+using leaf_scalar_t = ::grove::scalar_t<std::remove_cvref_t<L>>;
 
 // A leaf the collectives can move: an arithmetic scalar, or an Eigen dense object with direct
 // access to its memory (Matrix, Array, Map, Ref) of arithmetic elements.
