@@ -2,7 +2,8 @@
 // header in exactly one source file of a test executable. It replaces the global operator new
 // and delete and, outside AddressSanitizer builds (ASan owns malloc), malloc, calloc, realloc and
 // the aligned allocators, which is where Eigen, libgomp and the C++ runtime get their memory.
-// Every thread counts while g_counting is true; GROVE_COUNTS_MALLOC says whether malloc counts.
+// Every thread counts while g_counting is true, each allocation once; GROVE_COUNTS_MALLOC says
+// whether malloc counts.
 #pragma once
 
 #include <atomic>
@@ -62,21 +63,39 @@ int posix_memalign(void** out, std::size_t alignment, std::size_t n) {
 }
 #endif
 
+namespace {
+// The memory behind operator new, taken without counting the allocation a second time.
+inline void* uncounted_malloc(std::size_t n) {
+#if GROVE_COUNTS_MALLOC
+  return __libc_malloc(n ? n : 1);
+#else
+  return std::malloc(n ? n : 1);
+#endif
+}
+inline void* uncounted_aligned(std::size_t alignment, std::size_t n) {
+#if GROVE_COUNTS_MALLOC
+  return __libc_memalign(alignment, n ? n : 1);
+#else
+  void* p = nullptr;
+  return posix_memalign(&p, alignment, n ? n : 1) == 0 ? p : nullptr;
+#endif
+}
+}  // namespace
+
 void* operator new(std::size_t n) {
   note_allocation();
-  if (void* p = std::malloc(n ? n : 1)) return p;
+  if (void* p = uncounted_malloc(n)) return p;
   throw std::bad_alloc();
 }
 void* operator new[](std::size_t n) {
   note_allocation();
-  if (void* p = std::malloc(n ? n : 1)) return p;
+  if (void* p = uncounted_malloc(n)) return p;
   throw std::bad_alloc();
 }
 void* operator new(std::size_t n, std::align_val_t a) {
   note_allocation();
-  void* p = nullptr;
-  if (posix_memalign(&p, static_cast<std::size_t>(a), n ? n : 1) != 0) throw std::bad_alloc();
-  return p;
+  if (void* p = uncounted_aligned(static_cast<std::size_t>(a), n)) return p;
+  throw std::bad_alloc();
 }
 void* operator new[](std::size_t n, std::align_val_t a) {
   return operator new(n, a);
@@ -85,11 +104,11 @@ void* operator new[](std::size_t n, std::align_val_t a) {
 // below too (AddressSanitizer reports the mismatch otherwise).
 void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
   note_allocation();
-  return std::malloc(n ? n : 1);
+  return uncounted_malloc(n);
 }
 void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
   note_allocation();
-  return std::malloc(n ? n : 1);
+  return uncounted_malloc(n);
 }
 void operator delete(void* p, const std::nothrow_t&) noexcept {
   std::free(p);
