@@ -24,33 +24,24 @@ set(_grove_train "$<TARGET_FILE:train_mlp>|--data|${_grove_fmnist}|--batch-size|
 set(_grove_args "${_grove_train}|--layers|784,128,10")
 
 # Data parallelism: one epoch on 2 local devices, and on 2 MPI processes, gives the metrics of one
-# device (to 1e-4: the gradients are summed in another order).
+# device (to 1e-4: the gradients are summed in another order). COMMAND: the other run, arguments
+# separated by |; EXPECT: what its output must say; ENV: its environment (a list, may be empty).
 set(_grove_one "${_grove_args}|--epochs|1|--devices|1|--threads|1")
-add_test(NAME train_mlp_devices
-         COMMAND ${CMAKE_COMMAND} "-DCOMMAND_A=${_grove_one}"
-                 "-DCOMMAND_B=${_grove_args}|--epochs|1|--devices|2|--threads|2"
-                 "-DEXPECT_B=2 local devices of 1 thread"
-                 -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/train_mlp_devices
-                 -P ${CMAKE_CURRENT_SOURCE_DIR}/compare_metrics.cmake)
-set_tests_properties(train_mlp_devices PROPERTIES TIMEOUT 300 PROCESSORS 2)
-if(GROVE_MPI)
-  # Open MPI refuses to run as root without --allow-run-as-root (here: its two environment
-  # variables) and more ranks than cores without --oversubscribe; its --timeout ends a hung job.
-  execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE _grove_mpiexec_version
-                  ERROR_QUIET)
-  set(_grove_mpiexec "${MPIEXEC_EXECUTABLE}|${MPIEXEC_NUMPROC_FLAG}|2")
-  if(_grove_mpiexec_version MATCHES "Open MPI|OpenRTE")
-    string(APPEND _grove_mpiexec "|--oversubscribe|--timeout|240")
-  endif()
-  add_test(NAME train_mlp_mpi
-           COMMAND ${CMAKE_COMMAND} "-DCOMMAND_A=${_grove_one}"
-                   "-DCOMMAND_B=${_grove_mpiexec}|${_grove_args}|--epochs|1|--threads|1"
-                   "-DEXPECT_B=2 MPI ranks of 1 thread"
-                   -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/train_mlp_mpi
+function(grove_train_mlp_like_one_device name command expect env)
+  add_test(NAME ${name}
+           COMMAND ${CMAKE_COMMAND} "-DCOMMAND_A=${_grove_one}" "-DCOMMAND_B=${command}"
+                   "-DEXPECT_B=${expect}" -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/${name}
                    -P ${CMAKE_CURRENT_SOURCE_DIR}/compare_metrics.cmake)
-  set_tests_properties(train_mlp_mpi PROPERTIES
-    TIMEOUT 300 PROCESSORS 2
-    ENVIRONMENT "${GROVE_MPI_TEST_ENV}")
+  set_tests_properties(${name} PROPERTIES TIMEOUT 300 PROCESSORS 2 ENVIRONMENT "${env}")
+endfunction()
+grove_train_mlp_like_one_device(train_mlp_devices
+  "${_grove_args}|--epochs|1|--devices|2|--threads|2" "2 local devices of 1 thread" "")
+if(GROVE_MPI)
+  string(JOIN "|" _grove_mpiexec ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2
+         ${GROVE_MPIEXEC_FLAGS})
+  grove_train_mlp_like_one_device(train_mlp_mpi
+    "${_grove_mpiexec}|${_grove_args}|--epochs|1|--threads|1" "2 MPI ranks of 1 thread"
+    "${GROVE_MPI_TEST_ENV}")
 endif()
 
 # --save / --resume: 3 epochs in one go, and 1 epoch then 2 more resumed from its checkpoint, end

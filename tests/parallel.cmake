@@ -33,15 +33,6 @@ if(GROVE_MPI)
                                                   MPI::MPI_CXX)
   grove_parallel_target(test_parallel_mpi)
 
-  # Open MPI refuses to run as root without --allow-run-as-root (here: its two environment
-  # variables, which the tests set) and more ranks than cores without --oversubscribe; its own
-  # --timeout ends a job that hangs (ctest's TIMEOUT is the backstop for other MPIs).
-  execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE _grove_mpiexec_version
-                  ERROR_QUIET)
-  set(_grove_mpiexec_flags)
-  if(_grove_mpiexec_version MATCHES "Open MPI|OpenRTE")
-    set(_grove_mpiexec_flags --oversubscribe --timeout 240)
-  endif()
   # Under the sanitizers the MPI tests keep AddressSanitizer's and UBSan's checks but not
   # LeakSanitizer's: Open MPI's plugins, unloaded by MPI_Finalize, leave allocations that
   # LeakSanitizer can neither attribute (<unknown module>) nor so suppress. grove's own memory on
@@ -52,7 +43,7 @@ if(GROVE_MPI)
   endif()
   function(grove_mpi_test name ranks)
     add_test(NAME ${name}
-             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${ranks} ${_grove_mpiexec_flags}
+             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${ranks} ${GROVE_MPIEXEC_FLAGS}
                      ${MPIEXEC_PREFLAGS} $<TARGET_FILE:test_parallel_mpi> ${MPIEXEC_POSTFLAGS}
                      ${ARGN})
     set_tests_properties(${name} PROPERTIES
