@@ -16,7 +16,6 @@
 #include <Eigen/Core>
 #include <cstddef>
 #include <limits>
-#include <ranges>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -118,13 +117,9 @@ nn::network_scalar_t<P> train_step_on_shard(P& params, const Eigen::MatrixBase<D
   if (n > 0) {
     loss = nn::value_and_grad_into(params, X, Y, ws.grads, ws.ws, act);
   } else {
-    // No examples here: contribute zeros (the gradients only need params' shapes).
-    if constexpr (requires { ws.grads.resize(std::size_t{}); })
-      ws.grads.resize(std::ranges::size(params));
-    for (std::size_t l = 0; l < std::ranges::size(params); ++l) {
-      ws.grads[l].w.resize(params[l].w.rows(), params[l].w.cols());
-      ws.grads[l].b.resize(params[l].b.size());
-    }
+    // No examples here: contribute zeros (the gradients only need params' shapes; the allreduce
+    // scales them by this shard's size, 0, as zeros rather than 0 * x).
+    nn::detail::engine<T>::prepare_grads(ws.grads, params);
   }
   return detail::with_staging(comm, [&](Staging& staging) {
     detail::agree(comm, "train_step", detail::op::train_step, 0, detail::moves_of(staging),
