@@ -263,9 +263,9 @@ int main(int argc, char** argv) {
 #if defined(GROVE_USE_OPENBLAS)
   std::printf("products: OpenBLAS ?gemm (EIGEN_USE_BLAS), threaded by OpenBLAS\n");
 #elif defined(_OPENMP)
-  std::printf("products: Eigen's GEMM kernel, threads: OpenMP\n");
+  std::printf("products: %s, threads: OpenMP\n", d::kernel_name<float>());
 #else
-  std::printf("products: Eigen's GEMM kernel, no OpenMP: one thread\n");
+  std::printf("products: %s, no OpenMP: one thread\n", d::kernel_name<float>());
 #endif
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

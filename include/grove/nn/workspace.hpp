@@ -311,8 +311,7 @@ struct engine {
           if constexpr (M == mode::train) {  // dW = dZ A_prev^T
             const View<T> dw{(*grads)[l].w.data(), out, in, out};
             const Slice s = slice_of(out, in, batch, tid, team);
-            zero_slice(s, dw);
-            gemm_slice<false, true>(s, dz, a_of(l), dw, T(1), scratch);
+            gemm_slice<false, true>(s, dz, a_of(l), dw, T(1), scratch, Into::overwrite);
           } else if (l + 1 < L) {  // W_next -= lr dZ_next A^T, now that W_next's dA is done
             const Index n_out = width[l + 2];
             const View<const T> dz_next{ws.z_[l + 1].data(), n_out, batch, n_out};
@@ -336,8 +335,7 @@ struct engine {
           if (l > 0) {  // dZ_prev = (W^T dZ) * f'(Z_prev)
             const View<T> da{ws.da_.data(), in, batch, in};
             const Slice s = slice_of(in, batch, out, tid, team);
-            zero_slice(s, da);
-            gemm_slice<true, false>(s, w_of(l), dz, da, T(1), scratch);
+            gemm_slice<true, false>(s, w_of(l), dz, da, T(1), scratch, Into::overwrite);
             const View<T> d = z_of(l - 1);
             for (Index j = s.cols.begin; j < s.cols.end; ++j) {
               Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> dj(d.col(j) + s.rows.begin,

@@ -1,0 +1,170 @@
+// The MLP's matrix products (grove/nn/detail/gemm.hpp) against a plain double-precision product.
+//
+// This executable is compiled for the building machine's CPU (-march=native, when GROVE_NATIVE is
+// ON, as the examples and benchmarks are), so that on a CPU with AVX-512 it tests grove's own
+// kernel (detail/sgemm_avx512.hpp), and Eigen's kernel elsewhere. The shapes cover every edge of
+// that kernel's blocking: partial 32-row and 12-column blocks, and inner dimensions around its
+// 384-deep slabs, row counts around its 256-row blocks.
+#include <catch2/catch.hpp>
+
+#include <Eigen/Core>
+#include <cmath>
+#include <grove/nn.hpp>
+#include <limits>
+#include <vector>
+
+#include "nn_fixtures.hpp"
+
+namespace d = grove::nn::detail;
+namespace nn = grove::nn;
+namespace rnd = grove::random;
+using Eigen::Index;
+
+namespace {
+
+using MatF = Eigen::MatrixXf;
+using MatD = Eigen::MatrixXd;
+
+// op(A) op(B) in double, from the float operands.
+template <bool TA, bool TB>
+MatD reference(const MatF& a, const MatF& b) {
+  const MatD ad = a.cast<double>(), bd = b.cast<double>();
+  const MatD opa = TA ? MatD(ad.transpose()) : ad;
+  const MatD opb = TB ? MatD(bd.transpose()) : bd;
+  return opa * opb;
+}
+
+// The bound on float rounding for a product's element: k * eps * sum_p |a_ip| |b_pj| (with room).
+template <bool TA, bool TB>
+MatD error_bound(const MatF& a, const MatF& b, Index k) {
+  const MatD bound = reference<TA, TB>(a.cwiseAbs(), b.cwiseAbs());
+  return bound * (static_cast<double>(k) + 2) * std::numeric_limits<float>::epsilon();
+}
+
+struct Shape {
+  Index m, n, k;
+};
+
+// Computes C = C0 + alpha op(A) op(B) (or alpha op(A) op(B) with Into::overwrite) with `threads`
+// slices as grove's passes cut them, C stored with a column stride larger than its row count and
+// guard values around it, and checks it element by element.
+template <bool TA, bool TB>
+void check_product(Shape s, int threads, d::Into into, std::uint32_t seed) {
+  const auto [m, n, k] = s;
+  INFO("m=" << m << " n=" << n << " k=" << k << " TA=" << TA << " TB=" << TB
+            << " threads=" << threads << " overwrite=" << (into == d::Into::overwrite));
+  const auto keys = rnd::split(rnd::key(seed), 3);
+  // Stored operands, with padding rows so that the leading dimensions differ from the sizes.
+  const MatF a_store = nn_test::random_matrix<float>(keys[0], (TA ? k : m) + 3, TA ? m : k);
+  const MatF b_store = nn_test::random_matrix<float>(keys[1], (TB ? n : k) + 5, TB ? k : n);
+  const MatF a = a_store.topRows(TA ? k : m), b = b_store.topRows(TB ? n : k);
+  const float alpha = -0.75f, guard = 12345.f;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+
+  MatF c0 = nn_test::random_matrix<float>(keys[2], m, n);
+  MatF c_store = MatF::Constant(m + 7, n, guard);
+  c_store.topRows(m) = into == d::Into::overwrite ? MatF::Constant(m, n, nan) : c0;
+
+  const d::View<const float> av{a_store.data(), a.rows(), a.cols(), a_store.rows()};
+  const d::View<const float> bv{b_store.data(), b.rows(), b.cols(), b_store.rows()};
+  const d::View<float> cv{c_store.data(), m, n, c_store.rows()};
+  std::vector<d::GemmScratch<float>> scratch(static_cast<std::size_t>(threads));
+  for (int t = 0; t < threads; ++t) {
+    const d::Slice sl = d::slice_of(m, n, k, t, threads);
+    if (!sl.empty())
+      scratch[static_cast<std::size_t>(t)].reserve(sl.rows.size(), sl.cols.size(), k);
+  }
+  // The slices run one after the other here: what is checked is that they tile C exactly.
+  for (int t = 0; t < threads; ++t)
+    d::gemm_slice<TA, TB>(d::slice_of(m, n, k, t, threads), av, bv, cv, alpha,
+                          scratch[static_cast<std::size_t>(t)], into);
+
+  const MatD expected = (into == d::Into::overwrite ? MatD::Zero(m, n) : MatD(c0.cast<double>())) +
+                        double(alpha) * reference<TA, TB>(a, b);
+  const MatD bound = std::abs(double(alpha)) * error_bound<TA, TB>(a, b, k) +
+                     MatD::Constant(m, n, 1e-30) +
+                     (c0.cast<double>().cwiseAbs() * std::numeric_limits<float>::epsilon());
+  Index bad = 0;
+  for (Index j = 0; j < n; ++j)
+    for (Index i = 0; i < m; ++i) {
+      const double got = c_store(i, j);
+      if (!(std::abs(got - expected(i, j)) <= bound(i, j))) {
+        if (bad == 0)
+          UNSCOPED_INFO("first wrong element (" << i << ", " << j << "): " << got << ", expected "
+                                                << expected(i, j));
+        ++bad;
+      }
+    }
+  CHECK(bad == 0);
+  CHECK((c_store.bottomRows(7).array() == guard).all());
+}
+
+template <bool TA, bool TB>
+void check_shapes(const std::vector<Shape>& shapes, int threads, d::Into into) {
+  std::uint32_t seed = 1;
+  for (const Shape& s : shapes) check_product<TA, TB>(s, threads, into, seed++);
+}
+
+const std::vector<Shape> kEdgeShapes = {
+    {1, 1, 1},     {5, 3, 7},      {16, 12, 16},   {17, 13, 17},  {31, 11, 33},  {32, 12, 384},
+    {33, 25, 385}, {10, 128, 512}, {512, 128, 10}, {100, 4, 383}, {64, 8, 9},    {255, 37, 100},
+    {257, 24, 50}, {600, 30, 20},  {40, 300, 800}, {3, 50, 2},    {513, 129, 64}};
+
+}  // namespace
+
+TEST_CASE("The MLP's products against a double-precision product", "[nn][gemm]") {
+  INFO("products: " << d::kernel_name<float>());
+  for (const int threads : {1, 2, 3}) {
+    for (const d::Into into : {d::Into::add, d::Into::overwrite}) {
+      check_shapes<false, false>(kEdgeShapes, threads, into);
+      check_shapes<false, true>(kEdgeShapes, threads, into);
+      check_shapes<true, false>(kEdgeShapes, threads, into);
+      check_shapes<true, true>(kEdgeShapes, threads, into);
+    }
+  }
+}
+
+TEST_CASE("The MLP network's own product shapes", "[nn][gemm]") {
+  // [784, 512, 512, 10] at a batch of 128: forward, weight gradients, input gradients.
+  const std::vector<Shape> forward = {{512, 128, 784}, {512, 128, 512}, {10, 128, 512}};
+  const std::vector<Shape> weights = {{512, 784, 128}, {512, 512, 128}, {10, 512, 128}};
+  const std::vector<Shape> inputs = {{512, 128, 512}, {512, 128, 10}};
+  for (const int threads : {1, 2}) {
+    check_shapes<false, false>(forward, threads, d::Into::add);
+    check_shapes<false, true>(weights, threads, d::Into::overwrite);
+    check_shapes<true, false>(inputs, threads, d::Into::overwrite);
+  }
+}
+
+TEST_CASE("An empty inner dimension adds nothing, or writes zeros", "[nn][gemm]") {
+  MatF a(4, 0), b(0, 3), c = MatF::Constant(4, 3, 2.f);
+  d::GemmScratch<float> scratch;
+  scratch.reserve(4, 3, 0);
+  const d::Slice all{{0, 4}, {0, 3}};
+  const d::View<const float> av{a.data(), 4, 0, 4}, bv{b.data(), 0, 3, 1};
+  const d::View<float> cv{c.data(), 4, 3, 4};
+  d::gemm_slice<false, false>(all, av, bv, cv, 1.f, scratch);
+  CHECK((c.array() == 2.f).all());
+  d::gemm_slice<false, false>(all, av, bv, cv, 1.f, scratch, d::Into::overwrite);
+  CHECK((c.array() == 0.f).all());
+}
+
+TEST_CASE("Float gradients through these products agree with double ones", "[nn][gemm][grad]") {
+  // The training passes in float (whichever kernel this build uses) against the same network in
+  // double, with one and two threads.
+  const auto params = nn::init_network_params<double>({70, 45, 33, 10}, rnd::key(5), 0.3);
+  const Eigen::MatrixXd x = nn_test::random_matrix<double>(rnd::key(6), 70, 37);
+  const Eigen::VectorXi y = nn_test::random_labels(rnd::key(7), 37, 10);
+  const auto [loss_d, grads_d] = nn::value_and_grad(params, x, y);
+  const auto params_f =
+      grove::tree_map([](const auto& p) { return p.template cast<float>().eval(); }, params);
+  const Eigen::MatrixXf x_f = x.cast<float>();
+  for (const int threads : {1, 2}) {
+    nn_test::ThreadCount scope(threads);
+    const auto [loss_f, grads_f] = nn::value_and_grad(params_f, x_f, y);
+    CHECK(loss_f == Approx(loss_d).epsilon(1e-5));
+    const Eigen::VectorXd gd = grove::ravel(grads_d).first;
+    const Eigen::VectorXd gf = grove::ravel(grads_f).first.cast<double>();
+    CHECK((gf - gd).cwiseAbs().maxCoeff() <= 1e-5 * gd.cwiseAbs().maxCoeff());
+  }
+}
