@@ -388,16 +388,28 @@ class Adam {
     auto m = detail::flat(mu).segment(begin, n);
     auto v = detail::flat(nu).segment(begin, n);
     const S b1 = S(b1_), b2 = S(b2_), step = S(-lr);
-    // optax computes the bias corrections 1 - b^t in the leaf's type.
+    // optax computes the bias corrections 1 - b^t in the leaf's type. Dividing by them is
+    // multiplying by their reciprocals here (within an ulp of optax's quotients), which leaves one
+    // division and one square root per element, the costly operations of this loop.
     const S c1 = S(1) - std::pow(b1, static_cast<S>(t)),
             c2 = S(1) - std::pow(b2, static_cast<S>(t));
+    const S inv_c1 = S(1) / c1, inv_c2 = S(1) / c2;
     const S eps = S(eps_), eps_root = S(eps_root_);
-    m = (S(1) - b1) * gs + b1 * m;
-    v = (S(1) - b2) * gs.square() + b2 * v;
-    if (in_place)
-      o += step * ((m / c1) / (((v / c2) + eps_root).sqrt() + eps));
-    else
-      o = step * ((m / c1) / (((v / c2) + eps_root).sqrt() + eps));
+    // Chunk by chunk, so that the moments are still in L1 when the update reads them back.
+    constexpr Index chunk = 1024;
+    for (Index at = 0; at < n; at += chunk) {
+      const Index len = std::min(chunk, n - at);
+      auto o_c = o.segment(at, len);
+      const auto g_c = gs.segment(at, len);
+      auto m_c = m.segment(at, len), v_c = v.segment(at, len);
+      m_c = (S(1) - b1) * g_c + b1 * m_c;
+      v_c = (S(1) - b2) * g_c.square() + b2 * v_c;
+      const auto u = step * ((m_c * inv_c1) / (((v_c * inv_c2) + eps_root).sqrt() + eps));
+      if (in_place)
+        o_c += u;
+      else
+        o_c = u;
+    }
   }
 
   Schedule lr_;
