@@ -48,9 +48,9 @@
 #define GROVE_NN_GEMM_PUBLIC 1
 #endif
 
+#include <grove/nn/detail/sgemm_avx512.hpp>
 #if defined(__AVX512F__) && !defined(GROVE_NN_GEMM_BLAS) && !defined(GROVE_NN_PUBLIC_GEMM)
 #define GROVE_NN_GEMM_AVX512 1
-#include <grove/nn/detail/sgemm_avx512.hpp>
 #endif
 
 namespace grove::nn::detail {
@@ -185,17 +185,13 @@ class GemmScratch
  public:
   /// Makes room for an m x n x k product's slice.
   void reserve(Index m, Index n, Index k) {
-    Index a = 0, bb = 0;
-#if defined(GROVE_NN_GEMM_AVX512)
-    if constexpr (avx512_kernel<T>) {
-      a = avx512::packed_a_size(m, k);
-      bb = avx512::packed_b_size(n, k);
-    } else
-#endif
-    {
-      const Blocking b = blocking_for<T>(m, n, k);
-      a = b.kc * std::min(m, b.mc);
-      bb = b.kc * std::min(n, b.nc);
+    const Blocking b = blocking_for<T>(m, n, k);
+    Index a = b.kc * std::min(m, b.mc), bb = b.kc * std::min(n, b.nc);
+    // Room for grove's AVX-512 kernel as well, whichever kernel this code runs (see
+    // sgemm_avx512.hpp: translation units compiled for different CPUs may share a workspace).
+    if constexpr (std::is_same_v<T, float>) {
+      a = std::max(a, avx512::packed_a_size(m, k));
+      bb = std::max(bb, avx512::packed_b_size(n, k));
     }
     if (a > a_.size()) a_.resize(a);
     if (bb > b_.size()) b_.resize(bb);

@@ -19,16 +19,19 @@
 // The result is C += alpha * op(A) op(B), computed in a fixed order (for each element: the kc
 // slabs in order, each summed in order of its steps), so that a given shape and blocking always
 // gives the same bits.
+//
+// The blocking and the packing buffers' sizes are defined whatever the target, so that a
+// workspace reserved in code compiled without AVX-512 is large enough for this kernel too (should
+// a program mix translation units compiled for different CPUs); the kernel itself only where the
+// compiler targets AVX-512F.
 #pragma once
-
-#if !defined(__AVX512F__)
-#error "grove/nn/detail/sgemm_avx512.hpp needs AVX-512F (compile with -mavx512f or -march=native)"
-#endif
-
-#include <immintrin.h>
 
 #include <algorithm>
 #include <cstddef>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 namespace grove::nn::detail::avx512 {
 
@@ -55,6 +58,8 @@ inline Index packed_a_size(Index m, Index k) {
 inline Index packed_b_size(Index n, Index k) {
   return std::min(k, KC) * round_up(std::min(n, NC), NR);
 }
+
+#if defined(__AVX512F__)
 
 /// The first `count` of 16 lanes (count may be <= 0 or > 16).
 inline __mmask16 lanes(Index count) {
@@ -235,5 +240,7 @@ void gemm(Index m, Index n, Index k, const float* a, Index lda, const float* b, 
     }
   }
 }
+
+#endif  // defined(__AVX512F__)
 
 }  // namespace grove::nn::detail::avx512
