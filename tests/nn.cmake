@@ -1,9 +1,9 @@
 # grove::nn (grove/nn.hpp): initialisation, activations, predict / vmap, loss, gradients against
 # finite differences, optimizers against hand-computed steps, a short training run; a separate
 # executable that counts heap allocations in training steps (it replaces malloc and operator new);
-# the matrix products against a double-precision product, compiled for this machine's CPU (so that
-# grove's AVX-512 kernel is the one tested wherever the CPU has AVX-512); and the README snippet
-# of docs/nn.md, compiled, run and its output compared.
+# the matrix products against a double-precision product, twice: as built (grove's AVX-512 kernel
+# wherever the CPU has AVX-512) and with GROVE_NN_NO_DISPATCH (Eigen's kernel); and the README
+# snippet of docs/nn.md, compiled, run and its output compared.
 #
 # grove's batched passes use OpenMP threads when the code is compiled with OpenMP: the tests are,
 # so that the threaded paths are the ones tested (grove::grove itself does not require OpenMP).
@@ -21,9 +21,12 @@ foreach(_grove_nn_test IN ITEMS test_nn test_nn_alloc)
 endforeach()
 
 grove_test(test_nn_gemm test_nn_gemm.cpp)
-grove_nn_target(test_nn_gemm)
-target_link_libraries(test_nn_gemm PRIVATE grove_native)
-set_tests_properties(test_nn_gemm PROPERTIES ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE")
+grove_test(test_nn_gemm_eigen test_nn_gemm.cpp)
+target_compile_definitions(test_nn_gemm_eigen PRIVATE GROVE_NN_NO_DISPATCH)
+foreach(_grove_nn_test IN ITEMS test_nn_gemm test_nn_gemm_eigen)
+  grove_nn_target(${_grove_nn_test})
+  set_tests_properties(${_grove_nn_test} PROPERTIES ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE")
+endforeach()
 
 # --- the program of docs/nn.md: compiled, run, and its output compared ---------------------------
 grove_doc_program(TARGET nn_snippet TEST nn_readme_snippet DOC docs/nn.md)

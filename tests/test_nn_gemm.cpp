@@ -1,10 +1,10 @@
 // The MLP's matrix products (grove/nn/detail/gemm.hpp) against a plain double-precision product.
 //
-// This executable is compiled for the building machine's CPU (-march=native, when GROVE_NATIVE is
-// ON, as the examples and benchmarks are), so that on a CPU with AVX-512 it tests grove's own
-// kernel (detail/sgemm_avx512.hpp), and Eigen's kernel elsewhere. The shapes cover every edge of
-// that kernel's blocking: partial 32-row and 12-column blocks, and inner dimensions around its
-// 384-deep slabs, row counts around its 256-row blocks.
+// On a CPU with AVX-512 this tests grove's own kernel (detail/sgemm_avx512.hpp), and Eigen's
+// elsewhere; the same file is also built with GROVE_NN_NO_DISPATCH (test_nn_gemm_eigen), which
+// tests Eigen's kernel everywhere. The shapes cover every edge of grove's kernel's blocking:
+// partial 32-row and 12-column blocks, inner dimensions around its 384-deep slabs, row counts
+// around its 256-row blocks.
 #include <catch2/catch.hpp>
 
 #include <Eigen/Core>
@@ -114,6 +114,10 @@ const std::vector<Shape> kEdgeShapes = {
 
 TEST_CASE("The MLP's products against a double-precision product", "[nn][gemm]") {
   INFO("products: " << d::kernel_name<float>());
+#if defined(GROVE_NN_NO_DISPATCH)
+  CHECK(!d::uses_avx512_kernel<float>());
+#endif
+  CHECK(!d::uses_avx512_kernel<double>());
   for (const int threads : {1, 2, 3}) {
     for (const d::Into into : {d::Into::add, d::Into::overwrite}) {
       check_shapes<false, false>(kEdgeShapes, threads, into);

@@ -16,9 +16,9 @@
 // given thread count; another thread count cuts the products elsewhere, which changes the
 // rounding of some sums (not their value beyond it).
 //
-// Where the code is compiled for a CPU with AVX-512F (-march=native on one), single-precision
-// slices run grove's own kernel (detail/sgemm_avx512.hpp), about 20% faster than Eigen's on the
-// MLP's products there; everything else runs Eigen's.
+// On a CPU with AVX-512F, single-precision slices run grove's own kernel (detail/sgemm_avx512.hpp,
+// chosen at run time), about 20% faster than Eigen's on the MLP's products there; everything else
+// runs Eigen's.
 //
 // With EIGEN_USE_BLAS (grove's CMake option GROVE_USE_BLAS) a product is one ?gemm call on the
 // calling thread, and the BLAS library threads it.
@@ -49,7 +49,7 @@
 #endif
 
 #include <grove/nn/detail/sgemm_avx512.hpp>
-#if defined(__AVX512F__) && !defined(GROVE_NN_GEMM_BLAS) && !defined(GROVE_NN_PUBLIC_GEMM)
+#if defined(GROVE_NN_SGEMM_AVX512) && !defined(GROVE_NN_GEMM_BLAS) && !defined(GROVE_NN_PUBLIC_GEMM)
 #define GROVE_NN_GEMM_AVX512 1
 #endif
 
@@ -57,19 +57,19 @@ namespace grove::nn::detail {
 
 using Index = Eigen::Index;
 
-/// Whether products of T run grove's AVX-512 kernel.
+/// Whether products of T run grove's AVX-512 kernel (on this CPU).
 template <class T>
-inline constexpr bool avx512_kernel =
+bool uses_avx512_kernel() {
 #if defined(GROVE_NN_GEMM_AVX512)
-    std::is_same_v<T, float>;
-#else
-    false;
+  if constexpr (std::is_same_v<T, float>) return avx512::available();
 #endif
+  return false;
+}
 
 /// What computes products of T, in words (benchmarks print it).
 template <class T>
-constexpr const char* kernel_name() {
-  if constexpr (avx512_kernel<T>) return "grove's AVX-512 kernel";
+const char* kernel_name() {
+  if (uses_avx512_kernel<T>()) return "grove's AVX-512 kernel";
 #if defined(GROVE_NN_GEMM_BLAS)
   return "BLAS (EIGEN_USE_BLAS)";
 #elif defined(GROVE_NN_GEMM_KERNEL)
@@ -285,14 +285,16 @@ void gemm_slice(const Slice& s, View<const T> a, View<const T> b, View<T> c, T a
     return;
   }
 #if defined(GROVE_NN_GEMM_AVX512)
-  if constexpr (avx512_kernel<T>) {
-    eigen_assert(avx512::packed_a_size(m, k) <= scratch.packed_a_size() &&
-                 avx512::packed_b_size(n, k) <= scratch.packed_b_size() &&
-                 "grove: GemmScratch::reserve was not called for this product");
-    avx512::gemm<TA, TB>(m, n, k, pa, a.ld, pb, b.ld, pc, c.ld, alpha, into == Into::overwrite,
-                         scratch.packed_a(), scratch.packed_b());
-    return;
-  } else
+  if constexpr (std::is_same_v<T, float>) {
+    if (avx512::available()) {
+      eigen_assert(avx512::packed_a_size(m, k) <= scratch.packed_a_size() &&
+                   avx512::packed_b_size(n, k) <= scratch.packed_b_size() &&
+                   "grove: GemmScratch::reserve was not called for this product");
+      avx512::gemm<TA, TB>(m, n, k, pa, a.ld, pb, b.ld, pc, c.ld, alpha, into == Into::overwrite,
+                           scratch.packed_a(), scratch.packed_b());
+      return;
+    }
+  }
 #endif
   {
     if (into == Into::overwrite) zero_slice(s, c);

@@ -1,5 +1,11 @@
 // grove/nn/detail/sgemm_avx512.hpp: grove's own single-precision GEMM for CPUs with AVX-512F,
-// used by the MLP's products when the code is compiled for such a CPU (-march=native on one).
+// which runs the MLP's float products on such CPUs.
+//
+// A header-only library is usually compiled without -march; so, on x86-64 with GCC or Clang, the
+// kernel's functions carry a target attribute (they are compiled for AVX-512F whatever the build
+// targets) and available() asks the CPU at run time whether they may run (once; a build for an
+// AVX-512 CPU needs no question). Define GROVE_NN_NO_DISPATCH to leave them out: the products then
+// run Eigen's kernel everywhere.
 //
 // Why not Eigen's kernel there: Eigen 3.4's AVX-512 gebp kernel keeps a 48 x 4 block of C in 12
 // of the 32 vector registers, and it packs its right-hand operand in 4-column slivers; on the
@@ -20,16 +26,17 @@
 // slabs in order, each summed in order of its steps), so that a given shape and blocking always
 // gives the same bits.
 //
-// The blocking and the packing buffers' sizes are defined whatever the target, so that a
-// workspace reserved in code compiled without AVX-512 is large enough for this kernel too (should
-// a program mix translation units compiled for different CPUs); the kernel itself only where the
-// compiler targets AVX-512F.
+// The blocking and the packing buffers' sizes are defined everywhere, so that every workspace has
+// room for this kernel, including one reserved by code built with GROVE_NN_NO_DISPATCH.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 
-#if defined(__AVX512F__)
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__) && \
+    !defined(GROVE_NN_NO_DISPATCH)
+#define GROVE_NN_SGEMM_AVX512 1
+#define GROVE_NN_TARGET_AVX512 __attribute__((target("avx512f")))
 #include <immintrin.h>
 #endif
 
@@ -59,17 +66,38 @@ inline Index packed_b_size(Index n, Index k) {
   return std::min(k, KC) * round_up(std::min(n, NC), NR);
 }
 
+#if defined(GROVE_NN_SGEMM_AVX512)
+
+// GCC 12's own avx512fintrin.h trips -Wmaybe-uninitialized (_mm512_undefined_ps, GCC bug 105593)
+// wherever its intrinsics are inlined; the warning is about GCC's header, not this code.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+/// Whether this CPU runs AVX-512F instructions (and so this kernel).
+inline bool available() noexcept {
 #if defined(__AVX512F__)
+  return true;
+#else
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") != 0;
+  }();
+  return yes;
+#endif
+}
 
 /// The first `count` of 16 lanes (count may be <= 0 or > 16).
-inline __mmask16 lanes(Index count) {
+GROVE_NN_TARGET_AVX512 inline __mmask16 lanes(Index count) {
   if (count <= 0) return 0;
   if (count >= 16) return 0xFFFF;
   return static_cast<__mmask16>((1u << count) - 1u);
 }
 
 /// Transposes the 16 x 16 floats in r (r[i] is row i) in place: afterwards r[j] is column j.
-inline void transpose16(__m512 r[16]) {
+GROVE_NN_TARGET_AVX512 inline void transpose16(__m512 r[16]) {
   __m512 t[16];
   for (int i = 0; i < 8; ++i) {  // pairs of rows, interleaved within each 128-bit lane
     t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
@@ -100,7 +128,8 @@ inline void transpose16(__m512 r[16]) {
 /// Packs `count` vectors that run along the inner dimension (vector r starts at src + r * ld and
 /// has kc floats) as W-wide steps: dst[p * W + r] = src[r * ld + p], zero for r in [count, W).
 template <Index W>
-void pack_transposed(const float* src, Index ld, Index count, Index kc, float* dst) {
+GROVE_NN_TARGET_AVX512 void pack_transposed(const float* src, Index ld, Index count, Index kc,
+                                            float* dst) {
   for (Index r0 = 0; r0 < W; r0 += 16) {
     const __mmask16 store = lanes(W - r0);
     const Index rows = std::min<Index>(16, count - r0);
@@ -124,7 +153,7 @@ void pack_transposed(const float* src, Index ld, Index count, Index kc, float* d
 
 /// Packs op(A)[0:mc, 0:kc] (a points at its first element) into MR-row slivers of kc steps.
 template <bool TA>
-void pack_a(const float* a, Index lda, Index mc, Index kc, float* dst) {
+GROVE_NN_TARGET_AVX512 void pack_a(const float* a, Index lda, Index mc, Index kc, float* dst) {
   if constexpr (TA) {  // op(A)(i, p) = A[p + i * lda]: rows run along the inner dimension
     for (Index i = 0; i < mc; i += MR, dst += kc * MR)
       pack_transposed<MR>(a + i * lda, lda, std::min(MR, mc - i), kc, dst);
@@ -151,7 +180,7 @@ void pack_a(const float* a, Index lda, Index mc, Index kc, float* dst) {
 
 /// Packs op(B)[0:kc, 0:nc] (b points at its first element) into NR-column slivers of kc steps.
 template <bool TB>
-void pack_b(const float* b, Index ldb, Index kc, Index nc, float* dst) {
+GROVE_NN_TARGET_AVX512 void pack_b(const float* b, Index ldb, Index kc, Index nc, float* dst) {
   for (Index j = 0; j < nc; j += NR, dst += kc * NR) {
     const Index cols = std::min(NR, nc - j);
     if constexpr (TB) {  // op(B)(p, j) = B[j + p * ldb]: each step's columns are contiguous
@@ -168,8 +197,9 @@ void pack_b(const float* b, Index ldb, Index kc, Index nc, float* dst) {
 /// cols <= N <= NR (the packed slivers are zero beyond them). Only the first N columns of the B
 /// sliver are multiplied: a narrower N serves the last, partial sliver of a product.
 template <int N>
-void micro_kernel(Index kc, const float* a, const float* b, float* c, Index ldc, float alpha,
-                  Index rows, Index cols, bool overwrite) {
+GROVE_NN_TARGET_AVX512 void micro_kernel(Index kc, const float* a, const float* b, float* c,
+                                         Index ldc, float alpha, Index rows, Index cols,
+                                         bool overwrite) {
   __m512 acc[V][N];
 #pragma GCC unroll 16
   for (int j = 0; j < N; ++j)
@@ -217,8 +247,9 @@ void micro_kernel(Index kc, const float* a, const float* b, float* c, Index ldc,
 /// storage when TA), op(B) is k x n likewise, C is m x n with column stride ldc; k > 0. packed_a
 /// and packed_b hold at least packed_a_size(m, k) and packed_b_size(n, k) floats.
 template <bool TA, bool TB>
-void gemm(Index m, Index n, Index k, const float* a, Index lda, const float* b, Index ldb, float* c,
-          Index ldc, float alpha, bool overwrite, float* packed_a, float* packed_b) {
+GROVE_NN_TARGET_AVX512 void gemm(Index m, Index n, Index k, const float* a, Index lda,
+                                 const float* b, Index ldb, float* c, Index ldc, float alpha,
+                                 bool overwrite, float* packed_a, float* packed_b) {
   for (Index jc = 0; jc < n; jc += NC) {
     const Index nc = std::min(NC, n - jc);
     for (Index pc = 0; pc < k; pc += KC) {
@@ -241,6 +272,10 @@ void gemm(Index m, Index n, Index k, const float* a, Index lda, const float* b, 
   }
 }
 
-#endif  // defined(__AVX512F__)
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+#endif  // defined(GROVE_NN_SGEMM_AVX512)
 
 }  // namespace grove::nn::detail::avx512
