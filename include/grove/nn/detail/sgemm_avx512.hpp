@@ -19,8 +19,9 @@
 // contiguous); the micro-kernel multiplies one A sliver by one B sliver into an MR x NR block of
 // C. A B sliver (kc x NR) stays in the L1 cache while the A slivers stream from L2. Operands
 // stored the other way round are packed through 16 x 16 in-register transposes. Partial blocks
-// at the edges are zero-padded in the packed buffers and written back through lane masks, so the
-// micro-kernel itself has one shape.
+// at the edges are zero-padded in the packed buffers and written back through lane masks; the
+// last, partial sliver of columns runs a narrower micro-kernel (8 or 4 columns) so as not to
+// multiply the padding.
 //
 // The result is C += alpha * op(A) op(B), computed in a fixed order (for each element: the kc
 // slabs in order, each summed in order of its steps), so that a given shape and blocking always
@@ -275,6 +276,7 @@ GROVE_NN_TARGET_AVX512 void gemm(Index m, Index n, Index k, const float* a, Inde
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
+#undef GROVE_NN_TARGET_AVX512
 
 #endif  // defined(GROVE_NN_SGEMM_AVX512)
 
