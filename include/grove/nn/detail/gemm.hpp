@@ -296,45 +296,42 @@ void gemm_slice(const Slice& s, View<const T> a, View<const T> b, View<T> c, T a
     }
   }
 #endif
-  {
-    if (into == Into::overwrite) zero_slice(s, c);
+  if (into == Into::overwrite) zero_slice(s, c);
 #if defined(GROVE_NN_GEMM_BLAS)
-    (void)scratch;
-    const char ta = TA ? 'T' : 'N', tb = TB ? 'T' : 'N';
-    const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
-    const int lda = static_cast<int>(a.ld), ldb = static_cast<int>(b.ld),
-              ldc = static_cast<int>(c.ld);
-    const T one = 1;
-    if constexpr (std::is_same_v<T, float>)
-      sgemm_(&ta, &tb, &mi, &ni, &ki, &alpha, pa, &lda, pb, &ldb, &one, pc, &ldc);
-    else
-      dgemm_(&ta, &tb, &mi, &ni, &ki, &alpha, pa, &lda, pb, &ldb, &one, pc, &ldc);
+  (void)scratch;
+  const char ta = TA ? 'T' : 'N', tb = TB ? 'T' : 'N';
+  const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
+  const int lda = static_cast<int>(a.ld), ldb = static_cast<int>(b.ld),
+            ldc = static_cast<int>(c.ld);
+  const T one = 1;
+  if constexpr (std::is_same_v<T, float>)
+    sgemm_(&ta, &tb, &mi, &ni, &ki, &alpha, pa, &lda, pb, &ldb, &one, pc, &ldc);
+  else
+    dgemm_(&ta, &tb, &mi, &ni, &ki, &alpha, pa, &lda, pb, &ldb, &one, pc, &ldc);
 #elif defined(GROVE_NN_GEMM_KERNEL)
-    constexpr int lhs_order = TA ? Eigen::RowMajor : Eigen::ColMajor;
-    constexpr int rhs_order = TB ? Eigen::RowMajor : Eigen::ColMajor;
-    scratch.use(m, n, k);
-    Eigen::internal::general_matrix_matrix_product<Index, T, lhs_order, false, T, rhs_order, false,
-                                                   Eigen::ColMajor, 1>::run(m, n, k, pa, a.ld, pb,
-                                                                            b.ld, pc, 1, c.ld,
-                                                                            alpha, scratch,
-                                                                            nullptr);
+  constexpr int lhs_order = TA ? Eigen::RowMajor : Eigen::ColMajor;
+  constexpr int rhs_order = TB ? Eigen::RowMajor : Eigen::ColMajor;
+  scratch.use(m, n, k);
+  Eigen::internal::general_matrix_matrix_product<Index, T, lhs_order, false, T, rhs_order, false,
+                                                 Eigen::ColMajor, 1>::run(m, n, k, pa, a.ld, pb,
+                                                                          b.ld, pc, 1, c.ld, alpha,
+                                                                          scratch, nullptr);
 #else
-    (void)scratch;
-    using M = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
-    using CMap = Eigen::Map<const M, 0, Eigen::OuterStride<>>;
-    Eigen::Map<M, 0, Eigen::OuterStride<>> cm(pc, m, n, Eigen::OuterStride<>(c.ld));
-    const Index ar = TA ? k : m, ac = TA ? m : k, br = TB ? n : k, bc = TB ? k : n;
-    CMap am(pa, ar, ac, Eigen::OuterStride<>(a.ld)), bm(pb, br, bc, Eigen::OuterStride<>(b.ld));
-    if constexpr (TA && TB)
-      cm.noalias() += alpha * am.transpose() * bm.transpose();
-    else if constexpr (TA)
-      cm.noalias() += alpha * am.transpose() * bm;
-    else if constexpr (TB)
-      cm.noalias() += alpha * am * bm.transpose();
-    else
-      cm.noalias() += alpha * am * bm;
+  (void)scratch;
+  using M = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
+  using CMap = Eigen::Map<const M, 0, Eigen::OuterStride<>>;
+  Eigen::Map<M, 0, Eigen::OuterStride<>> cm(pc, m, n, Eigen::OuterStride<>(c.ld));
+  const Index ar = TA ? k : m, ac = TA ? m : k, br = TB ? n : k, bc = TB ? k : n;
+  CMap am(pa, ar, ac, Eigen::OuterStride<>(a.ld)), bm(pb, br, bc, Eigen::OuterStride<>(b.ld));
+  if constexpr (TA && TB)
+    cm.noalias() += alpha * am.transpose() * bm.transpose();
+  else if constexpr (TA)
+    cm.noalias() += alpha * am.transpose() * bm;
+  else if constexpr (TB)
+    cm.noalias() += alpha * am * bm.transpose();
+  else
+    cm.noalias() += alpha * am * bm;
 #endif
-  }
 }
 
 }  // namespace grove::nn::detail
