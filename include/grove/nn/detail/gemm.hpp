@@ -13,12 +13,12 @@
 //   * a slice is computed by the sequential kernel, with the blocking a one-thread product of
 //     that slice's shape would use; products too small to be worth a second thread stay on one.
 // The slices depend on the shapes and the thread count only, so results repeat bit for bit for a
-// given thread count; another thread count cuts the products elsewhere, which changes the
-// rounding of some sums (not their value beyond it).
+// given thread count (on a given kind of CPU: see below); another thread count cuts the products
+// elsewhere, which changes the rounding of some sums (not their value beyond it).
 //
-// On a CPU with AVX-512F, single-precision slices run grove's own kernel (detail/sgemm_avx512.hpp,
-// chosen at run time), about 20% faster than Eigen's on the MLP's products there; everything else
-// runs Eigen's.
+// On a CPU with AVX-512F, single-precision slices run grove's own kernel instead of Eigen's
+// (detail/sgemm_avx512.hpp, chosen at run time), about 20% faster on the MLP's products there;
+// its sums are ordered differently, so float results differ from Eigen's kernel's in rounding.
 //
 // With EIGEN_USE_BLAS (grove's CMake option GROVE_USE_BLAS) a product is one ?gemm call on the
 // calling thread, and the BLAS library threads it.
