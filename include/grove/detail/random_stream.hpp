@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "grove/detail/cpu.hpp"
 #include "grove/detail/random_math.hpp"  // block_size
 #include "grove/detail/threefry.hpp"
 
@@ -61,15 +62,9 @@ enum class instruction_set { baseline, avx2_fma, avx512 };
 
 inline instruction_set best_instruction_set() noexcept {
 #if GROVE_RANDOM_DISPATCH
-  static const instruction_set best = [] {
-    __builtin_cpu_init();
-    const bool avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    if (avx2_fma && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")) {
-      return instruction_set::avx512;
-    }
-    return avx2_fma ? instruction_set::avx2_fma : instruction_set::baseline;
-  }();
-  return best;
+  const grove::detail::cpu_features& cpu = grove::detail::this_cpu();
+  if (cpu.avx2_fma && cpu.avx512f && cpu.avx512vl) return instruction_set::avx512;
+  return cpu.avx2_fma ? instruction_set::avx2_fma : instruction_set::baseline;
 #else
   return instruction_set::baseline;
 #endif

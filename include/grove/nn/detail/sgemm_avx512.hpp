@@ -9,8 +9,8 @@
 //
 // Why not Eigen's kernel there: Eigen 3.4's AVX-512 gebp kernel keeps a 48 x 4 block of C in 12
 // of the 32 vector registers, and it packs its right-hand operand in 4-column slivers; on the
-// MLP's products it reaches about two thirds of the FMA peak. This kernel keeps a 32 x 12 block of
-// C in 24 registers (two 16-float vectors per column, one broadcast per column and step), which
+// MLP's products it reaches about three quarters of the FMA peak. This kernel keeps a 32 x 12 block
+// of C in 24 registers (two 16-float vectors per column, one broadcast per column and step), which
 // needs 14 loads per 24 FMAs and so leaves the FMA units the bottleneck, as they should be.
 //
 // The structure is the classic one (Goto's, as in BLIS and OpenBLAS): for each kc-deep slab of
@@ -33,6 +33,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <grove/detail/cpu.hpp>
 
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__) && \
     !defined(GROVE_NN_NO_DISPATCH)
@@ -82,11 +83,7 @@ inline bool available() noexcept {
 #if defined(__AVX512F__)
   return true;
 #else
-  static const bool yes = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") != 0;
-  }();
-  return yes;
+  return grove::detail::this_cpu().avx512f;
 #endif
 }
 
