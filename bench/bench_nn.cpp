@@ -261,12 +261,13 @@ int main(int argc, char** argv) {
       std::printf("note: %s=%s is set (run with `env -u %s` to let OpenBLAS choose)\n", v, value,
                   v);
 #if defined(GROVE_USE_OPENBLAS)
-  std::printf("products: OpenBLAS ?gemm (EIGEN_USE_BLAS), threaded by OpenBLAS\n");
+  const char* threads = "threaded by OpenBLAS";
 #elif defined(_OPENMP)
-  std::printf("products: %s, threads: OpenMP\n", d::kernel_name<float>());
+  const char* threads = "threads: OpenMP";
 #else
-  std::printf("products: %s, no OpenMP: one thread\n", d::kernel_name<float>());
+  const char* threads = "no OpenMP: one thread";
 #endif
+  std::printf("products: %s, %s\n", d::kernel_name<float>(), threads);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   Collector collector;
