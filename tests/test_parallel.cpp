@@ -397,7 +397,7 @@ TEST_CASE("a device that throws: the others stop waiting, run rethrows its excep
       }
       Net net = par_test::make_net(d.rank());
       par::psum_inplace(net, d);
-    } catch (const par::aborted& e) {
+    } catch (const par::aborted_error& e) {
       seen[static_cast<std::size_t>(d.rank())] = e.what();
       throw;
     }
@@ -430,7 +430,7 @@ TEST_CASE("a device that returns without the collective the others wait in: no h
     }
     d.barrier();
   }),
-                  par::aborted);
+                  par::aborted_error);
 }
 
 TEST_CASE("the raw collectives check that the devices agree", "[parallel][abort]") {

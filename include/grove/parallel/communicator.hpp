@@ -15,6 +15,8 @@
 #include <string>
 #include <type_traits>
 
+#include "grove/error.hpp"
+
 namespace grove::parallel {
 
 /// The element types the collectives reduce: every arithmetic type but bool.
@@ -46,10 +48,12 @@ concept communicator = requires(C& c, const C& cc, std::span<float> f, std::span
 /// Raised on a LocalDevices device that waits in a collective which can no longer complete,
 /// because another device failed or returned from its function without calling it. The message
 /// names that device and why; LocalDevices::run rethrows the failing device's own exception.
-class aborted : public std::runtime_error {
+class aborted_error : public std::runtime_error, public grove::error {
  public:
   using std::runtime_error::runtime_error;
+  const char* what() const noexcept override { return std::runtime_error::what(); }
 };
+using aborted [[deprecated("grove: use grove::parallel::aborted_error")]] = aborted_error;
 
 /// How the pytree collectives move a tree, and the memory they move it through. A leaf's
 /// contiguous run of elements of at least `inplace_bytes()` (256 KiB unless set) is reduced or

@@ -69,7 +69,7 @@ class DeviceGroup {
   int size() const { return n_; }
   Slot& slot(int rank) { return slots_[static_cast<std::size_t>(rank)]; }
 
-  // Waits until every device has arrived; throws `aborted` if the group is broken meanwhile.
+  // Waits until every device has arrived; throws `aborted_error` if the group is broken meanwhile.
   void arrive_and_wait() {
     const std::uint64_t seen = state_.load(std::memory_order_acquire);
     if (seen & broken_bit) throw_broken();
@@ -105,7 +105,7 @@ class DeviceGroup {
     if (arrived_.load(std::memory_order_seq_cst) > 0) break_group(left_message());
   }
 
-  // Device `rank` failed: everyone waiting, or arriving later, stops with `aborted`.
+  // Device `rank` failed: everyone waiting, or arriving later, stops with `aborted_error`.
   void fail(int rank, const std::string& what) {
     break_group("grove::parallel::LocalDevices: device " + std::to_string(rank) + " failed (" +
                 what + "), so the collective the other devices wait in cannot complete");
@@ -152,7 +152,7 @@ class DeviceGroup {
       std::lock_guard lock(m_);
       reason = reason_;
     }
-    throw aborted(reason);
+    throw aborted_error(reason);
   }
 
   int n_;
@@ -340,9 +340,9 @@ class LocalDevices {
 
   /// Calls f(device) on every device, each on its own thread, and waits for all of them (JAX's
   /// pmap). If f returns a value, run returns a std::vector of them, indexed by rank. If f throws
-  /// on some device, the devices waiting for it in a collective stop with grove::parallel::aborted
-  /// and run rethrows the exception of the lowest-ranked device that failed on its own.
-  /// Not reentrant: f must not call run() of the same LocalDevices.
+  /// on some device, the devices waiting for it in a collective stop with
+  /// grove::parallel::aborted_error and run rethrows the exception of the lowest-ranked device that
+  /// failed on its own. Not reentrant: f must not call run() of the same LocalDevices.
   template <class F>
   requires std::is_invocable_v<F&, Device&>
   auto run(F&& f) {
@@ -389,7 +389,7 @@ class LocalDevices {
       if (!e) continue;
       try {
         std::rethrow_exception(e);
-      } catch (const aborted&) {
+      } catch (const aborted_error&) {
         if (!first_aborted) first_aborted = e;
       } catch (...) {
         std::rethrow_exception(e);

@@ -1,0 +1,42 @@
+// grove/error.hpp: the root of every exception grove throws, and the error types that more than
+// one layer raises. docs/CONVENTIONS.md ("Errors") has the whole table.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <system_error>
+
+namespace grove {
+
+/// Every exception grove throws derives from grove::error and from the standard exception that
+/// says what kind of failure it is (std::invalid_argument, std::runtime_error, std::system_error).
+/// Catch grove::error to catch everything grove throws; catch the standard type to treat grove's
+/// errors like any other of that kind. grove::error holds no state of its own: what() is the
+/// standard exception's message.
+class error {
+ public:
+  virtual ~error() = default;
+  /// The message, which starts with the qualified name of the function that failed.
+  virtual const char* what() const noexcept = 0;
+
+ protected:
+  error() = default;
+  error(const error&) = default;
+  error& operator=(const error&) = default;
+};
+
+/// The caller passed a value the function cannot take: a negative learning rate, a probability
+/// outside [0, 1], a size that does not fit.
+class argument_error : public std::invalid_argument, public error {
+ public:
+  using std::invalid_argument::invalid_argument;
+  const char* what() const noexcept override { return std::invalid_argument::what(); }
+};
+
+/// Arrays whose shapes must agree do not: a layer's input, a target, a residual block's output.
+class shape_error : public argument_error {
+ public:
+  using argument_error::argument_error;
+};
+
+}  // namespace grove
