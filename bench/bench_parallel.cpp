@@ -37,6 +37,7 @@
 #include <ctime>
 #include <grove/nn.hpp>
 #include <grove/parallel.hpp>
+#include <grove/parallel/train.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -45,7 +46,7 @@
 #include <omp.h>
 #endif
 #if defined(GROVE_BENCH_MPI)
-#include <grove/mpi.hpp>  // and mpi.h
+#include <grove/parallel/mpi.hpp>  // and mpi.h
 #endif
 
 namespace nn = grove::nn;

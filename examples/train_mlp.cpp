@@ -27,6 +27,7 @@
 #include <grove/io/idx.hpp>
 #include <grove/nn.hpp>
 #include <grove/parallel.hpp>
+#include <grove/parallel/train.hpp>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -41,7 +42,7 @@
 extern "C" void openblas_set_num_threads(int);
 #endif
 #if defined(GROVE_TRAIN_MLP_MPI)
-#include <grove/mpi.hpp>
+#include <grove/parallel/mpi.hpp>
 #endif
 
 #include "progress.hpp"

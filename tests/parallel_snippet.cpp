@@ -1,5 +1,6 @@
 #include <grove/nn.hpp>
 #include <grove/parallel.hpp>
+#include <grove/parallel/train.hpp>
 
 #include <cstdio>
 #include <map>

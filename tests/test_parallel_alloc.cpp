@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <grove/nn.hpp>
 #include <grove/parallel.hpp>
+#include <grove/parallel/train.hpp>
 #include <memory>
 #include <new>
 #include <vector>

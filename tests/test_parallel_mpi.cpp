@@ -7,7 +7,7 @@
 // initialized before Catch2's main starts and finalized after it returns (mpi_environment below).
 #include <catch2/catch.hpp>
 
-#include <grove/mpi.hpp>
+#include <grove/parallel/mpi.hpp>
 #include <string>
 #include <vector>
 

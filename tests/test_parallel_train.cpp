@@ -7,6 +7,7 @@
 
 #include <grove/nn.hpp>
 #include <grove/parallel.hpp>
+#include <grove/parallel/train.hpp>
 #include <vector>
 
 #include "parallel_fixtures.hpp"

@@ -1,8 +1,9 @@
 // grove/parallel.hpp: data parallelism the JAX way. Collectives on whole pytrees (psum, pmean,
 // broadcast, JAX's lax.psum / lax.pmean and a replicated put), over any `communicator`: the
 // devices of grove::parallel::LocalDevices (threads of one process, JAX's pmap on a CPU) or MPI
-// ranks (grove::mpi::Communicator, in grove/mpi.hpp, the only header that needs MPI); and a
-// data-parallel training step for grove::nn's MLP.
+// ranks (grove::mpi::Communicator, in grove/parallel/mpi.hpp, the only header that needs MPI).
+// They need only the tree core. The data-parallel training step for grove::nn's networks joins
+// this layer and nn, so it is a header of its own: grove/parallel/train.hpp.
 //
 //   grove::parallel::LocalDevices devices(2);
 //   devices.run([&](grove::parallel::LocalDevice& dev) {
@@ -15,4 +16,3 @@
 #include "grove/parallel/collectives.hpp"
 #include "grove/parallel/communicator.hpp"
 #include "grove/parallel/local_devices.hpp"
-#include "grove/parallel/train.hpp"

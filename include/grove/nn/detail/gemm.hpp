@@ -48,6 +48,7 @@
 #define GROVE_NN_GEMM_PUBLIC 1
 #endif
 
+#include <grove/detail/threads.hpp>
 #include <grove/nn/detail/sgemm_avx512.hpp>
 #if defined(GROVE_NN_SGEMM_AVX512) && !defined(GROVE_NN_GEMM_BLAS) && !defined(GROVE_NN_PUBLIC_GEMM)
 #define GROVE_NN_GEMM_AVX512 1
@@ -79,63 +80,13 @@ const char* kernel_name() {
 #endif
 }
 
-// --- threads -----------------------------------------------------------------------------------
-
-/// The number of threads grove's loops and products may use: Eigen's setting (Eigen::nbThreads(),
-/// which follows OMP_NUM_THREADS unless Eigen::setNbThreads was called), capped by the calling
-/// thread's own OpenMP setting (omp_set_num_threads, per thread: a thread that runs one of several
-/// devices sets it); 1 without OpenMP. Inside a parallel region that the caller opened, 1: grove
-/// never nests teams.
-inline int max_threads() {
-#if defined(_OPENMP) && !defined(GROVE_NN_GEMM_BLAS)
-  if (omp_in_parallel()) return 1;
-  return std::max(1, std::min(Eigen::nbThreads(), omp_get_max_threads()));
-#else
-  return 1;
-#endif
-}
-
-/// Runs body(tid, nt) on a team of `threads` threads (tid in [0, nt)); nt may come out smaller
-/// than asked. With one thread, on the calling thread, without OpenMP.
-template <class Body>
-void parallel(int threads, Body&& body) {
-#if defined(_OPENMP)
-  if (threads > 1) {
-#pragma omp parallel num_threads(threads)
-    body(omp_get_thread_num(), omp_get_num_threads());
-    return;
-  }
-#endif
-  (void)threads;
-  body(0, 1);
-}
-
-/// A barrier for the team of parallel(); nt is the team's size (no-op for one thread, so that it
-/// never binds to a region the caller opened).
-inline void barrier(int nt) {
-#if defined(_OPENMP)
-  if (nt > 1) {
-#pragma omp barrier
-  }
-#else
-  (void)nt;
-#endif
-}
-
-struct Range {
-  Index begin = 0, end = 0;
-  Index size() const { return end - begin; }
-  bool empty() const { return end <= begin; }
-};
-
-/// Thread tid's share of [0, total) in contiguous chunks of `align` (balanced to one chunk).
-inline Range share(Index total, int tid, int nt, Index align = 16) {
-  const Index units = (total + align - 1) / align;
-  const Index per = units / nt, extra = units % nt;
-  const Index first = tid * per + std::min<Index>(tid, extra);
-  const Index last = first + per + (tid < extra ? 1 : 0);
-  return {std::min(total, first * align), std::min(total, last * align)};
-}
+// The OpenMP team helpers (max_threads, parallel, barrier, Range, share) are grove's, shared with
+// the optimizers: grove/detail/threads.hpp.
+using ::grove::detail::barrier;
+using ::grove::detail::max_threads;
+using ::grove::detail::parallel;
+using ::grove::detail::Range;
+using ::grove::detail::share;
 
 // --- matrices as the kernel sees them -----------------------------------------------------------
 

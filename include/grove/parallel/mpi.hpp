@@ -1,0 +1,233 @@
+// grove/parallel/mpi.hpp: grove's pytree collectives across processes and machines, over MPI (Open MPI,
+// MPICH, ...). The only grove header that needs MPI: link MPI::MPI_CXX (CMake's FindMPI).
+//
+//   int main(int argc, char** argv) {
+//     grove::mpi::Environment env(argc, argv);   // MPI_Init ... MPI_Finalize
+//     grove::mpi::Communicator world;            // MPI_COMM_WORLD
+//     auto params = grove::parallel::broadcast(init(...), world, 0);
+//     auto mean = grove::parallel::pmean(grads, world);
+//   }
+//
+//   mpirun -np 2 ./program     (as root, Open MPI also wants --allow-run-as-root; with more ranks
+//                               than cores, --oversubscribe)
+#pragma once
+
+// grove uses MPI's C API only: skip the C++ bindings that MPI-3 removed (Open MPI's and MPICH's
+// mpi.h include them by default, and they do not compile cleanly with -Wextra -Werror).
+#if !defined(OMPI_SKIP_MPICXX)
+#define OMPI_SKIP_MPICXX 1
+#endif
+#if !defined(MPICH_SKIP_MPICXX)
+#define MPICH_SKIP_MPICXX 1
+#endif
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "grove/parallel/collectives.hpp"
+#include "grove/parallel/communicator.hpp"
+
+namespace grove::mpi {
+
+namespace detail {
+
+[[noreturn]] inline void fail(const char* call, int rc) {
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  throw std::runtime_error(std::string("grove::mpi: ") + call +
+                           " failed: " + std::string(text, static_cast<std::size_t>(len)));
+}
+inline void check(int rc, const char* call) {
+  if (rc != MPI_SUCCESS) fail(call, rc);
+}
+
+/// The MPI datatype of T.
+template <class T>
+MPI_Datatype datatype() {
+  static_assert(parallel::reducible<T>, "grove::mpi: no MPI datatype for this element type");
+  if constexpr (std::is_same_v<T, float>)
+    return MPI_FLOAT;
+  else if constexpr (std::is_same_v<T, double>)
+    return MPI_DOUBLE;
+  else if constexpr (std::is_same_v<T, long double>)
+    return MPI_LONG_DOUBLE;
+  else if constexpr (std::is_signed_v<T>) {
+    if constexpr (sizeof(T) == 1)
+      return MPI_INT8_T;
+    else if constexpr (sizeof(T) == 2)
+      return MPI_INT16_T;
+    else if constexpr (sizeof(T) == 4)
+      return MPI_INT32_T;
+    else
+      return MPI_INT64_T;
+  } else {
+    if constexpr (sizeof(T) == 1)
+      return MPI_UINT8_T;
+    else if constexpr (sizeof(T) == 2)
+      return MPI_UINT16_T;
+    else if constexpr (sizeof(T) == 4)
+      return MPI_UINT32_T;
+    else
+      return MPI_UINT64_T;
+  }
+}
+
+// MPI counts are ints: larger buffers go in pieces.
+template <class T, class F>
+void in_pieces(T* data, std::size_t count, F&& f) {
+  constexpr std::size_t piece = std::size_t{1} << 30;
+  do {
+    const std::size_t n = std::min(count, piece);
+    f(data, static_cast<int>(n));
+    data += n;
+    count -= n;
+  } while (count > 0);
+}
+
+}  // namespace detail
+
+/// MPI for the program's lifetime: initializes it (MPI_Init_thread, asking for
+/// MPI_THREAD_FUNNELED: threads may compute, the main thread calls MPI) unless it already is,
+/// and finalizes it at the end if it initialized it. If it is destroyed while an exception
+/// propagates on this rank, it calls MPI_Abort instead of MPI_Finalize when there are other
+/// ranks: they would otherwise wait forever in their next collective.
+class Environment {
+ public:
+  Environment() : Environment(nullptr, nullptr) {}
+  Environment(int& argc, char**& argv) : Environment(&argc, &argv) {}
+  Environment(const Environment&) = delete;
+  Environment& operator=(const Environment&) = delete;
+
+  ~Environment() {
+    if (!owns_) return;
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized) return;
+    if (std::uncaught_exceptions() > exceptions_) {
+      int size = 1;
+      MPI_Comm_size(MPI_COMM_WORLD, &size);
+      if (size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_Finalize();
+  }
+
+  /// The thread support MPI provides (MPI_THREAD_SINGLE ... MPI_THREAD_MULTIPLE).
+  int thread_level() const { return level_; }
+
+  /// Whether MPI is initialized and not yet finalized.
+  static bool active() {
+    int init = 0, fin = 0;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    return init && !fin;
+  }
+
+  /// Ends every rank of MPI_COMM_WORLD with `code` (MPI_Abort): what a rank that fails on its
+  /// own should do, so that the others do not wait for it forever.
+  [[noreturn]] static void abort(int code) {
+    MPI_Abort(MPI_COMM_WORLD, code);
+    std::abort();
+  }
+
+ private:
+  Environment(int* argc, char*** argv) : exceptions_(std::uncaught_exceptions()) {
+    int init = 0;
+    MPI_Initialized(&init);
+    if (init) {
+      MPI_Query_thread(&level_);
+      return;
+    }
+    detail::check(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &level_), "MPI_Init_thread");
+    owns_ = true;
+  }
+
+  bool owns_ = false;
+  int level_ = MPI_THREAD_SINGLE;
+  int exceptions_ = 0;
+};
+
+/// A grove::parallel::communicator over an MPI communicator (MPI_COMM_WORLD by default), which it
+/// uses but does not own. Every rank must call the collectives in the same order, as with MPI's
+/// own. Reductions are MPI_Allreduce's: every rank gets the same bits, and with a fixed number of
+/// ranks and buffer size the reduction order is fixed too (Open MPI chooses its algorithm from
+/// those alone), so reruns repeat bit for bit; with 2 ranks the sum is x0 + x1, the same bits as
+/// LocalDevices(2).
+class Communicator {
+ public:
+  Communicator() : Communicator(MPI_COMM_WORLD) {}
+  explicit Communicator(MPI_Comm comm) : comm_(comm) {
+    if (!Environment::active())
+      throw std::logic_error(
+          "grove::mpi::Communicator: MPI is not initialized (create a grove::mpi::Environment "
+          "first, e.g. `grove::mpi::Environment env(argc, argv);` at the top of main)");
+    detail::check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+    detail::check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+  }
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  /// The MPI communicator.
+  MPI_Comm native() const { return comm_; }
+
+  /// In place: buf = the sum over ranks of buf (MPI_Allreduce, MPI_IN_PLACE, MPI_SUM).
+  template <parallel::reducible T>
+  void allreduce_sum(std::span<T> buf) {
+    detail::in_pieces(buf.data(), buf.size(), [&](T* p, int n) {
+      detail::check(MPI_Allreduce(MPI_IN_PLACE, p, n, detail::datatype<T>(), MPI_SUM, comm_),
+                    "MPI_Allreduce");
+    });
+  }
+
+  /// In place: the elementwise maximum over ranks.
+  void allreduce_max(std::span<std::uint64_t> buf) {
+    detail::in_pieces(buf.data(), buf.size(), [&](std::uint64_t* p, int n) {
+      detail::check(MPI_Allreduce(MPI_IN_PLACE, p, n, MPI_UINT64_T, MPI_MAX, comm_),
+                    "MPI_Allreduce");
+    });
+  }
+
+  /// In place: buf = root's buf (MPI_Bcast).
+  void broadcast(std::span<std::byte> buf, int root) {
+    if (root < 0 || root >= size_)
+      throw std::invalid_argument("grove::mpi::Communicator::broadcast: root " +
+                                  std::to_string(root) + " is not a rank (size " +
+                                  std::to_string(size_) + ")");
+    detail::in_pieces(buf.data(), buf.size(), [&](std::byte* p, int n) {
+      detail::check(MPI_Bcast(p, n, MPI_BYTE, root, comm_), "MPI_Bcast");
+    });
+  }
+
+  void barrier() { detail::check(MPI_Barrier(comm_), "MPI_Barrier"); }
+
+  /// The number of ranks of this communicator on this machine (a collective call): with C cores,
+  /// each rank may use C / local_size() threads.
+  int local_size() const {
+    MPI_Comm shared;
+    detail::check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &shared),
+                  "MPI_Comm_split_type");
+    int n = 1;
+    MPI_Comm_size(shared, &n);
+    MPI_Comm_free(&shared);
+    return n;
+  }
+
+  /// The staging memory grove's pytree collectives reuse on this rank.
+  parallel::Staging& staging() { return staging_; }
+
+ private:
+  MPI_Comm comm_;
+  int rank_ = 0;
+  int size_ = 1;
+  parallel::Staging staging_;
+};
+
+}  // namespace grove::mpi
