@@ -145,8 +145,8 @@ void std_into(benchmark::State& state, const std::string& distribution) {
 
 // --- grove ---------------------------------------------------------------------------------------
 
-gr::options options_of(const benchmark::State& state) {
-  return gr::options{static_cast<int>(state.range(0))};
+gr::thread_options options_of(const benchmark::State& state) {
+  return gr::thread_options{static_cast<int>(state.range(0))};
 }
 
 // `distribution` names the std reference for x_std ("uniform" for raw bits: both are one draw of
@@ -204,43 +204,43 @@ BENCHMARK_CAPTURE(std_into, mt19937_uniform_float, std::string("uniform"))
 BENCHMARK_CAPTURE(std_into, mt19937_normal_float, std::string("normal"))
     ->Unit(benchmark::kMillisecond);
 
-BENCHMARK_CAPTURE(grove_alloc, bits_uint32, std::string("uniform"), [](const gr::options& o) {
-  return gr::bits(key42, samples, o);
-})->Apply(threads);
-BENCHMARK_CAPTURE(grove_alloc, uniform_float, std::string("uniform"), [](const gr::options& o) {
-  return gr::uniform<float>(key42, samples, o);
-})->Apply(threads);
-BENCHMARK_CAPTURE(grove_alloc, normal_float, std::string("normal"), [](const gr::options& o) {
-  return gr::normal<float>(key42, samples, o);
-})->Apply(threads);
+BENCHMARK_CAPTURE(grove_alloc, bits_uint32, std::string("uniform"),
+                  [](const gr::thread_options& o) { return gr::bits(key42, samples, o); })
+    ->Apply(threads);
+BENCHMARK_CAPTURE(grove_alloc, uniform_float, std::string("uniform"),
+                  [](const gr::thread_options& o) { return gr::uniform<float>(key42, samples, o); })
+    ->Apply(threads);
+BENCHMARK_CAPTURE(grove_alloc, normal_float, std::string("normal"),
+                  [](const gr::thread_options& o) { return gr::normal<float>(key42, samples, o); })
+    ->Apply(threads);
 
 BENCHMARK_CAPTURE(grove_into_uint32, bits_uint32, std::string("uniform"),
-                  [](std::span<std::uint32_t> out, const gr::options& o) {
+                  [](std::span<std::uint32_t> out, const gr::thread_options& o) {
                     gr::fill_bits(key42, out, o);
                   })
     ->Apply(threads);
 BENCHMARK_CAPTURE(grove_into_float, uniform_float, std::string("uniform"),
-                  [](std::span<float> out, const gr::options& o) {
+                  [](std::span<float> out, const gr::thread_options& o) {
                     gr::fill_uniform(key42, out, o);
                   })
     ->Apply(threads);
 BENCHMARK_CAPTURE(grove_into_float, normal_float, std::string("normal"),
-                  [](std::span<float> out, const gr::options& o) {
+                  [](std::span<float> out, const gr::thread_options& o) {
                     gr::fill_normal(key42, out, o);
                   })
     ->Apply(threads);
 BENCHMARK_CAPTURE(grove_into_float, normal_float_legacy, std::string("normal"),
-                  [](std::span<float> out, const gr::options& o) {
+                  [](std::span<float> out, const gr::thread_options& o) {
                     gr::fill_normal(legacy42, out, o);
                   })
     ->Apply(threads);
 BENCHMARK_CAPTURE(grove_into_float, truncated_normal_float, std::string("normal"),
-                  [](std::span<float> out, const gr::options& o) {
+                  [](std::span<float> out, const gr::thread_options& o) {
                     gr::fill_truncated_normal(key42, -2.0f, 2.0f, out, o);
                   })
     ->Apply(threads);
 BENCHMARK_CAPTURE(grove_into_double, normal_double, std::string("normal"),
-                  [](std::span<double> out, const gr::options& o) {
+                  [](std::span<double> out, const gr::thread_options& o) {
                     gr::fill_normal(key42, out, o);
                   })
     ->Apply(threads);

@@ -17,7 +17,7 @@ foreach(_grove_nn_test IN ITEMS test_nn test_nn_alloc)
   endif()
   # The tests choose their thread counts themselves (1 and 2); keep libgomp from spinning a
   # waiting thread for long after each team, so that tests running side by side do not starve.
-  set_tests_properties(${_grove_nn_test} PROPERTIES ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE")
+  grove_test_properties(${_grove_nn_test} ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE")
 endforeach()
 
 grove_test(test_nn_gemm test_nn_gemm.cpp)
@@ -25,7 +25,7 @@ grove_test(test_nn_gemm_eigen test_nn_gemm.cpp)
 target_compile_definitions(test_nn_gemm_eigen PRIVATE GROVE_NN_NO_DISPATCH)
 foreach(_grove_nn_test IN ITEMS test_nn_gemm test_nn_gemm_eigen)
   grove_nn_target(${_grove_nn_test})
-  set_tests_properties(${_grove_nn_test} PROPERTIES ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE")
+  grove_test_properties(${_grove_nn_test} ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE")
 endforeach()
 
 # --- the program of docs/nn.md: compiled, run, and its output compared ---------------------------

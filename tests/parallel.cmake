@@ -22,7 +22,7 @@ grove_test(test_parallel_alloc test_parallel_alloc.cpp)
 foreach(_grove_par IN ITEMS test_parallel test_parallel_alloc)
   grove_parallel_target(${_grove_par})
   # A collective that waited forever would fail the test here, not hang it.
-  set_tests_properties(${_grove_par} PROPERTIES TIMEOUT 300 ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE")
+  grove_test_properties(${_grove_par} TIMEOUT 300 ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE")
 endforeach()
 
 # --- MPI: the same checks across processes, run by mpirun ---------------------------------------

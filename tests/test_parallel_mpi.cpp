@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <grove/parallel/mpi.hpp>
+#include <grove/parallel/train.hpp>
 #include <string>
 #include <vector>
 

@@ -43,7 +43,7 @@ struct everything {
   gr::Vector<std::int32_t> permutation;
   gr::Matrix<float> matrix;
 
-  everything(const gr::Key& k, gr::Index n, const gr::options& opt)
+  everything(const gr::Key& k, gr::Index n, const gr::thread_options& opt)
       : bits32(gr::bits(k, n, opt)),
         bits64(gr::bits<std::uint64_t>(k, n, opt)),
         bits16(gr::bits<std::uint16_t>(k, n, opt)),
@@ -67,10 +67,11 @@ TEST_CASE("determinism: thread counts and chunk sizes do not change a bit",
   const gr::Index n = 100'003;  // odd, not a multiple of any block or chunk size
   for (const auto& k : {gr::key(77), gr::legacy_key(77)}) {
     INFO(k);
-    const everything reference(k, n, gr::options{1});
-    for (const gr::options opt :
-         {gr::options{0}, gr::options{2}, gr::options{3, 1000}, gr::options{4, 1},
-          gr::options{8, 129}, gr::options{1, 7}, gr::options{16, 65536}}) {
+    const everything reference(k, n, gr::thread_options{1});
+    for (const gr::thread_options opt :
+         {gr::thread_options{0}, gr::thread_options{2}, gr::thread_options{3, 1000},
+          gr::thread_options{4, 1}, gr::thread_options{8, 129}, gr::thread_options{1, 7},
+          gr::thread_options{16, 65536}}) {
       INFO("threads " << opt.threads << ", chunk " << opt.chunk);
       CHECK(everything(k, n, opt) == reference);
     }
@@ -134,7 +135,7 @@ TEST_CASE("legacy layout: odd sizes and block edges match the definition", "[ran
   const auto k = gr::legacy_key(1234);
   for (std::uint64_t n : {1u, 2u, 3u, 4u, 5u, 127u, 128u, 129u, 255u, 256u, 257u, 1001u}) {
     INFO("n = " << n);
-    const auto words = gr::bits(k, static_cast<gr::Index>(n), gr::options{3, 5});
+    const auto words = gr::bits(k, static_cast<gr::Index>(n), gr::thread_options{3, 5});
     const std::uint64_t half = (n + 1) / 2;
     for (std::uint64_t i = 0; i < n; ++i) {
       std::uint32_t expected;

@@ -365,10 +365,10 @@ TEST_CASE("random: bad arguments throw std::invalid_argument naming the function
   CHECK_THROWS_WITH(gr::split(k, -4), Equals("grove::random::split: n (-4) is negative"));
   CHECK_THROWS_WITH(gr::permutation(k, -1),
                     Equals("grove::random::permutation: n (-1) is negative"));
-  CHECK_THROWS_WITH(gr::bits(k, 4, gr::options{-1}),
-                    Equals("grove::random::bits: options.threads (-1) is negative"));
-  CHECK_THROWS_WITH(gr::normal(k, 4, gr::options{1, -8}),
-                    Equals("grove::random::normal: options.chunk (-8) is negative"));
+  CHECK_THROWS_WITH(gr::bits(k, 4, gr::thread_options{-1}),
+                    Equals("grove::random::bits: thread_options.threads (-1) is negative"));
+  CHECK_THROWS_WITH(gr::normal(k, 4, gr::thread_options{1, -8}),
+                    Equals("grove::random::normal: thread_options.chunk (-8) is negative"));
   CHECK_THROWS_WITH(gr::categorical(k, gr::Vector<float>()),
                     Equals("grove::random::categorical: logits is empty"));
   CHECK_THROWS_WITH(gr::categorical(k, gr::Matrix<float>(2, 3), 2),

@@ -7,8 +7,8 @@
 #include <random>
 #include <vector>
 
-#include "grove/detail/random_stream.hpp"
-#include "grove/detail/threefry.hpp"
+#include "grove/random/detail/layouts.hpp"
+#include "grove/random/detail/threefry.hpp"
 
 #if GROVE_HAVE_RANDOM123
 #include <Random123/threefry.h>

@@ -39,4 +39,12 @@ class shape_error : public argument_error {
   using argument_error::argument_error;
 };
 
+/// The caller used an object out of order: LocalDevices::run called from inside its own run(),
+/// MPI initialised twice.
+class usage_error : public std::logic_error, public error {
+ public:
+  using std::logic_error::logic_error;
+  const char* what() const noexcept override { return std::logic_error::what(); }
+};
+
 }  // namespace grove

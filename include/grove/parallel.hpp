@@ -1,5 +1,5 @@
 // grove/parallel.hpp: data parallelism the JAX way. Collectives on whole pytrees (psum, pmean,
-// broadcast, JAX's lax.psum / lax.pmean and a replicated put), over any `communicator`: the
+// broadcast, JAX's lax.psum / lax.pmean and a replicated put), over any `device_group`: the
 // devices of grove::parallel::LocalDevices (threads of one process, JAX's pmap on a CPU) or MPI
 // ranks (grove::mpi::Communicator, in grove/parallel/mpi.hpp, the only header that needs MPI).
 // They need only the tree core. The data-parallel training step for grove::nn's networks joins

@@ -1,5 +1,7 @@
 # grove consumed as a user would: through find_package against an installed copy, and through
-# add_subdirectory of the source tree. Each test configures, builds and runs a tiny project.
+# add_subdirectory of the source tree (which must add no install rules to the parent), both for a
+# program that uses Eigen and checkpoints (grove::checkpoint) and for one that uses the tree core
+# alone on a machine without Eigen. Each test configures, builds and runs a tiny project.
 set(_consumer_src ${CMAKE_CURRENT_SOURCE_DIR}/consumer)
 set(_consumer_bin ${CMAKE_CURRENT_BINARY_DIR}/consumer)
 add_test(NAME consumer_find_package
@@ -12,5 +14,14 @@ add_test(NAME consumer_add_subdirectory
     -DGROVE_SOURCE_DIR=${PROJECT_SOURCE_DIR} -DWORK_DIR=${_consumer_bin}/add_subdirectory
     -DCONSUMER_DIR=${_consumer_src} -DMODE=add_subdirectory -DCXX=${CMAKE_CXX_COMPILER}
     -P ${_consumer_src}/run_consumer.cmake)
+foreach(mode IN ITEMS find_package add_subdirectory)
+  add_test(NAME consumer_tree_only_${mode}
+    COMMAND ${CMAKE_COMMAND}
+      -DGROVE_SOURCE_DIR=${PROJECT_SOURCE_DIR} -DWORK_DIR=${_consumer_bin}/tree_only_${mode}
+      -DCONSUMER_DIR=${_consumer_src} -DMODE=${mode} -DTREE_ONLY=ON -DCXX=${CMAKE_CXX_COMPILER}
+      -P ${_consumer_src}/run_consumer.cmake)
+  set_tests_properties(consumer_tree_only_${mode} PROPERTIES LABELS build
+    PASS_REGULAR_EXPRESSION "consumer ok: PyTreeDef\\({'a': \\(\\*, \\[\\*, \\*\\]\\)}\\)")
+endforeach()
 set_tests_properties(consumer_find_package consumer_add_subdirectory PROPERTIES
   LABELS build PASS_REGULAR_EXPRESSION "consumer ok: PyTreeDef\\(\\(\\*, \\(\\*, \\*\\)\\)\\)")

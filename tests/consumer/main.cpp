@@ -1,5 +1,7 @@
-// A user's program: includes grove, maps a tree of Eigen arrays, prints its structure.
+// A user's program: includes grove and its checkpoints (linking grove::checkpoint, which brings
+// nlohmann-json), maps a tree of Eigen arrays, prints its structure.
 #include <grove/grove.hpp>
+#include <grove/io/checkpoint.hpp>
 #include <iostream>
 #include <tuple>
 

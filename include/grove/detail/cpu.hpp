@@ -1,8 +1,43 @@
-// grove/detail/cpu.hpp: what the CPU running the program can execute, asked once. grove compiles
-// some kernels for several instruction sets and picks one at run time (grove::random's generators,
-// grove::nn's float GEMM); both ask here. Only x86 with GCC or Clang can ask; elsewhere every
-// feature reads false and the portable kernels run.
+// grove/detail/cpu.hpp: grove's one mechanism for run-time CPU dispatch. grove compiles some
+// kernels for several instruction sets and picks one at run time (grove::random's generators,
+// grove::nn's float GEMM); both use the macros and the probe here. Only x86 with GCC or Clang can
+// dispatch; elsewhere every feature reads false and the portable kernels run.
+//
+// A header-only library is usually built without -march, which on x86-64 means SSE2: dispatch is
+// what gives such a build the speed of the CPU it runs on. Define GROVE_NO_DISPATCH (before any
+// grove header, the same in every translation unit) to build only the portable kernels.
+// GROVE_RANDOM_NO_DISPATCH and GROVE_NN_NO_DISPATCH, the former per-layer switches, mean the same.
 #pragma once
+
+#if defined(GROVE_RANDOM_NO_DISPATCH) || defined(GROVE_NN_NO_DISPATCH)
+#ifndef GROVE_NO_DISPATCH
+#define GROVE_NO_DISPATCH 1
+#endif
+#endif
+
+// GROVE_DETAIL_DISPATCH: 1 when kernels for other instruction sets are compiled in, with
+// GROVE_DETAIL_TARGET_* as the function attributes that compile one for its instruction set.
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__)) && \
+    !defined(GROVE_NO_DISPATCH)
+#define GROVE_DETAIL_DISPATCH 1
+#define GROVE_DETAIL_TARGET_AVX2_FMA __attribute__((target("avx2,fma")))
+#define GROVE_DETAIL_TARGET_AVX512 __attribute__((target("avx512f,avx512vl,avx2,fma")))
+#else
+#define GROVE_DETAIL_DISPATCH 0
+#endif
+
+// Whether this translation unit itself is compiled for an instruction set (-march), in which case
+// its portable code already runs there and needs no dispatch.
+#if defined(__AVX512F__) && defined(__AVX512VL__) && defined(__FMA__)
+#define GROVE_DETAIL_BUILT_FOR_AVX512 1
+#else
+#define GROVE_DETAIL_BUILT_FOR_AVX512 0
+#endif
+#if defined(__AVX2__) && defined(__FMA__)
+#define GROVE_DETAIL_BUILT_FOR_AVX2_FMA 1
+#else
+#define GROVE_DETAIL_BUILT_FOR_AVX2_FMA 0
+#endif
 
 namespace grove::detail {
 

@@ -24,6 +24,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "grove/error.hpp"
 #include "grove/parallel/communicator.hpp"
 #include "grove/parallel/detail/agree.hpp"
 #include "grove/tree.hpp"
@@ -190,7 +191,7 @@ void reduce_leaves(C& comm, Staging& staging, Tree& tree, S in_scale, std::span<
 }
 
 // Calls f(comm, staging) with the communicator's staging memory, or a fresh one.
-template <communicator C, class F>
+template <device_group C, class F>
 decltype(auto) with_staging(C& comm, F&& f) {
   if constexpr (requires {
                   { comm.staging() } -> std::same_as<Staging&>;
@@ -216,7 +217,7 @@ auto plain_copy(const Tree& tree) {
       tree);
 }
 
-template <communicator C, class Tree>
+template <device_group C, class Tree>
 void psum_impl(C& comm, Tree& tree, const char* function, op o) {
   with_staging(comm, [&](Staging& staging) {
     agree(comm, function, o, 0, moves_of(staging), std::as_const(tree), bytes_of(tree));
@@ -237,14 +238,14 @@ void psum_impl(C& comm, Tree& tree, const char* function, op o) {
 /// the same structure, leaf types and shapes; otherwise every device raises the same
 /// grove::tree_error naming the first difference and nothing is changed. Allocates nothing once
 /// the communicator's staging memory has held the tree.
-template <class Tree, communicator C>
+template <class Tree, device_group C>
 void psum_inplace(Tree& tree, C& comm) {
   detail::psum_impl(comm, tree, "psum", detail::op::psum);
 }
 
 /// lax.pmean in place: psum divided by the number of devices (as JAX, psum(x) / n). The leaves
 /// must have floating-point elements.
-template <class Tree, communicator C>
+template <class Tree, device_group C>
 void pmean_inplace(Tree& tree, C& comm) {
   detail::for_each_type(detail::tree_scalars_t<Tree>{}, []<class S>(std::type_identity<S>) {
     static_assert(std::is_floating_point_v<S>,
@@ -256,15 +257,15 @@ void pmean_inplace(Tree& tree, C& comm) {
 
 /// In place: every device's tree becomes root's. The trees must have the same structure, leaf
 /// types and shapes on every device (checked as for psum); their values are overwritten.
-template <class Tree, communicator C>
+template <class Tree, device_group C>
 void broadcast_inplace(Tree& tree, C& comm, int root = 0) {
   detail::with_staging(comm, [&](Staging& staging) {
     detail::agree(comm, "broadcast", detail::op::broadcast, root, detail::moves_of(staging),
                   std::as_const(tree), detail::bytes_of(tree));
     if (root < 0 || root >= comm.size())
-      throw std::invalid_argument("grove::parallel::broadcast: root " + std::to_string(root) +
-                                  " is not a rank of this communicator (size " +
-                                  std::to_string(comm.size()) + ")");
+      throw ::grove::argument_error("grove::parallel::broadcast: root " + std::to_string(root) +
+                                    " is not a rank of this communicator (size " +
+                                    std::to_string(comm.size()) + ")");
     // All leaves as one stream of bytes, whatever their element types: short runs packed into
     // buckets, long ones where they are.
     const std::size_t bucket = staging.bucket_bytes(), inplace = staging.inplace_bytes();
@@ -316,7 +317,7 @@ void broadcast_inplace(Tree& tree, C& comm, int root = 0) {
 
 /// lax.psum: a new tree, the sum over the devices of `tree` (see psum_inplace). Leaves come back
 /// as plain objects (an Eigen::Map leaf as the matrix it maps).
-template <class Tree, communicator C>
+template <class Tree, device_group C>
 auto psum(const Tree& tree, C& comm) {
   auto out = detail::plain_copy(tree);
   psum_inplace(out, comm);
@@ -324,7 +325,7 @@ auto psum(const Tree& tree, C& comm) {
 }
 
 /// lax.pmean: a new tree, psum(tree) / number of devices.
-template <class Tree, communicator C>
+template <class Tree, device_group C>
 auto pmean(const Tree& tree, C& comm) {
   auto out = detail::plain_copy(tree);
   pmean_inplace(out, comm);
@@ -332,7 +333,7 @@ auto pmean(const Tree& tree, C& comm) {
 }
 
 /// A new tree equal to root's tree on every device (see broadcast_inplace).
-template <class Tree, communicator C>
+template <class Tree, device_group C>
 auto broadcast(const Tree& tree, C& comm, int root = 0) {
   auto out = detail::plain_copy(tree);
   broadcast_inplace(out, comm, root);
@@ -342,7 +343,7 @@ auto broadcast(const Tree& tree, C& comm, int root = 0) {
 /// True on every device when all devices hold trees of the same structure, types, shapes and
 /// bit-identical values (replicas in sync), false on every device otherwise. One small
 /// collective; reads every element once.
-template <class Tree, communicator C>
+template <class Tree, device_group C>
 bool in_sync(const Tree& tree, C& comm) {
   detail::Hasher h;
   detail::hash_tree(h, tree);

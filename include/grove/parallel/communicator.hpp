@@ -1,5 +1,5 @@
 // grove/parallel/communicator.hpp: what grove's pytree collectives need from a group of devices
-// (the `communicator` concept), the staging memory they move trees through, and the errors they
+// (the `device_group` concept), the staging memory they move trees through, and the errors they
 // raise. Two communicators come with grove: grove::parallel::LocalDevices' devices (threads of one
 // process, grove/parallel/local_devices.hpp) and grove::mpi::Communicator (MPI ranks,
 // grove/mpi.hpp).
@@ -35,7 +35,7 @@ concept reducible = std::is_arithmetic_v<T> && !std::is_same_v<T, bool>;
 /// Optionally `c.staging()` returns a grove::parallel::Staging& that the pytree collectives reuse
 /// (they allocate staging memory on each call otherwise).
 template <class C>
-concept communicator = requires(C& c, const C& cc, std::span<float> f, std::span<double> d,
+concept device_group = requires(C& c, const C& cc, std::span<float> f, std::span<double> d,
                                 std::span<std::uint64_t> u, std::span<std::byte> b, int root) {
   { cc.rank() } -> std::convertible_to<int>;
   { cc.size() } -> std::convertible_to<int>;
@@ -44,6 +44,11 @@ concept communicator = requires(C& c, const C& cc, std::span<float> f, std::span
   c.allreduce_max(u);
   c.broadcast(b, root);
 };
+
+/// The former name of device_group, kept for one release (a concept cannot be marked deprecated).
+/// It read like grove::mpi::Communicator, which is one model of it.
+template <class C>
+concept communicator = device_group<C>;
 
 /// Raised on a LocalDevices device that waits in a collective which can no longer complete,
 /// because another device failed or returned from its function without calling it. The message
@@ -106,7 +111,7 @@ class Staging {
   /// (the collectives check it, with the trees' structures).
   void set_bucket_bytes(std::size_t bytes) {
     if (bytes < 64)
-      throw std::invalid_argument(
+      throw ::grove::argument_error(
           "grove::parallel::Staging::set_bucket_bytes: a bucket needs at "
           "least 64 bytes, got " +
           std::to_string(bytes));

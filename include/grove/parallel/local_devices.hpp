@@ -34,6 +34,7 @@
 #include <omp.h>
 #endif
 
+#include "grove/error.hpp"
 #include "grove/parallel/communicator.hpp"
 
 namespace grove::parallel {
@@ -195,7 +196,7 @@ inline std::string collective_name(std::uint64_t tag) {
 
 }  // namespace detail
 
-/// N devices as threads of one process. Each device is a `communicator` for the pytree
+/// N devices as threads of one process. Each device is a `device_group` for the pytree
 /// collectives; a device computes with `threads_per_device` threads of its own (OpenMP, when the
 /// code is compiled with it: grove's nn passes and optimizers then use that many).
 class LocalDevices {
@@ -238,7 +239,7 @@ class LocalDevices {
       if (problem.empty() && rank_ != root && !buf.empty())
         std::memcpy(buf.data(), from.data, buf.size());
       group_->arrive_and_wait();  // root's buffer is read by all before anyone goes on
-      if (!problem.empty()) throw std::invalid_argument(problem);
+      if (!problem.empty()) throw ::grove::argument_error(problem);
     }
 
     /// Waits until every device has arrived.
@@ -253,9 +254,10 @@ class LocalDevices {
 
     void check_root(const char* what, int root) const {
       if (root < 0 || root >= size())
-        throw std::invalid_argument("grove::parallel::LocalDevices::Device::" + std::string(what) +
-                                    ": root " + std::to_string(root) + " is not a device (there " +
-                                    (size() == 1 ? "is 1" : "are " + std::to_string(size())) + ")");
+        throw ::grove::argument_error(
+            "grove::parallel::LocalDevices::Device::" + std::string(what) + ": root " +
+            std::to_string(root) + " is not a device (there " +
+            (size() == 1 ? "is 1" : "are " + std::to_string(size())) + ")");
     }
 
     // "" when every device called the same collective on as many elements; otherwise why not,
@@ -296,7 +298,7 @@ class LocalDevices {
         }
       }
       group_->arrive_and_wait();
-      if (!problem.empty()) throw std::invalid_argument(problem);
+      if (!problem.empty()) throw ::grove::argument_error(problem);
     }
 
     detail::DeviceGroup* group_;
@@ -309,10 +311,10 @@ class LocalDevices {
   explicit LocalDevices(int n, int threads_per_device = 1)
       : threads_per_device_(threads_per_device) {
     if (n < 1)
-      throw std::invalid_argument("grove::parallel::LocalDevices: need at least one device, got " +
-                                  std::to_string(n));
+      throw ::grove::argument_error(
+          "grove::parallel::LocalDevices: need at least one device, got " + std::to_string(n));
     if (threads_per_device < 1)
-      throw std::invalid_argument(
+      throw ::grove::argument_error(
           "grove::parallel::LocalDevices: threads_per_device must be at least 1, got " +
           std::to_string(threads_per_device));
     group_ = std::make_unique<detail::DeviceGroup>(n);
@@ -348,7 +350,7 @@ class LocalDevices {
   auto run(F&& f) {
     using R = std::invoke_result_t<F&, Device&>;
     if (detail::running_devices == this)
-      throw std::logic_error(
+      throw ::grove::usage_error(
           "grove::parallel::LocalDevices::run: called from inside run() of the same devices");
     std::lock_guard serial(run_mutex_);
     if constexpr (std::is_void_v<R>) {

@@ -1,5 +1,5 @@
-// grove/parallel/mpi.hpp: grove's pytree collectives across processes and machines, over MPI (Open MPI,
-// MPICH, ...). The only grove header that needs MPI: link MPI::MPI_CXX (CMake's FindMPI).
+// grove/parallel/mpi.hpp: grove's pytree collectives across processes and machines, over MPI (Open
+// MPI, MPICH, ...). The only grove header that needs MPI: link MPI::MPI_CXX (CMake's FindMPI).
 //
 //   int main(int argc, char** argv) {
 //     grove::mpi::Environment env(argc, argv);   // MPI_Init ... MPI_Finalize
@@ -32,10 +32,18 @@
 #include <string>
 #include <type_traits>
 
+#include "grove/error.hpp"
 #include "grove/parallel/collectives.hpp"
 #include "grove/parallel/communicator.hpp"
 
 namespace grove::mpi {
+
+/// An MPI call failed; the message names the call and MPI's own error string.
+class mpi_error : public std::runtime_error, public grove::error {
+ public:
+  using std::runtime_error::runtime_error;
+  const char* what() const noexcept override { return std::runtime_error::what(); }
+};
 
 namespace detail {
 
@@ -43,8 +51,8 @@ namespace detail {
   char text[MPI_MAX_ERROR_STRING] = {};
   int len = 0;
   MPI_Error_string(rc, text, &len);
-  throw std::runtime_error(std::string("grove::mpi: ") + call +
-                           " failed: " + std::string(text, static_cast<std::size_t>(len)));
+  throw mpi_error(std::string("grove::mpi: ") + call +
+                  " failed: " + std::string(text, static_cast<std::size_t>(len)));
 }
 inline void check(int rc, const char* call) {
   if (rc != MPI_SUCCESS) fail(call, rc);
@@ -166,7 +174,7 @@ class Communicator {
   Communicator() : Communicator(MPI_COMM_WORLD) {}
   explicit Communicator(MPI_Comm comm) : comm_(comm) {
     if (!Environment::active())
-      throw std::logic_error(
+      throw ::grove::usage_error(
           "grove::mpi::Communicator: MPI is not initialized (create a grove::mpi::Environment "
           "first, e.g. `grove::mpi::Environment env(argc, argv);` at the top of main)");
     detail::check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
@@ -198,9 +206,9 @@ class Communicator {
   /// In place: buf = root's buf (MPI_Bcast).
   void broadcast(std::span<std::byte> buf, int root) {
     if (root < 0 || root >= size_)
-      throw std::invalid_argument("grove::mpi::Communicator::broadcast: root " +
-                                  std::to_string(root) + " is not a rank (size " +
-                                  std::to_string(size_) + ")");
+      throw ::grove::argument_error("grove::mpi::Communicator::broadcast: root " +
+                                    std::to_string(root) + " is not a rank (size " +
+                                    std::to_string(size_) + ")");
     detail::in_pieces(buf.data(), buf.size(), [&](std::byte* p, int n) {
       detail::check(MPI_Bcast(p, n, MPI_BYTE, root, comm_), "MPI_Bcast");
     });

@@ -305,7 +305,7 @@ inline std::string first_difference(std::string_view da, int a, std::string_view
   return "their hashes differ, though their descriptions agree";
 }
 
-template <communicator C>
+template <device_group C>
 std::string broadcast_string(C& comm, const std::string& mine, std::size_t length, int root) {
   std::string s = comm.rank() == root ? mine : std::string(length, '\0');
   comm.broadcast(std::span<std::byte>(reinterpret_cast<std::byte*>(s.data()), s.size()), root);
@@ -315,7 +315,7 @@ std::string broadcast_string(C& comm, const std::string& mine, std::size_t lengt
 // The error path: every device is here (all saw that the hashes differ). They gather every rank's
 // hash, pick rank 0 and the first rank that differs from it, exchange those two descriptions and
 // throw the same tree_error.
-template <communicator C, class Tree>
+template <device_group C, class Tree>
 [[noreturn]] void disagree(C& comm, const char* function, op o, int root, Moves moves,
                            const Tree& tree, std::uint64_t hash, std::uint64_t bytes) {
   const int n = comm.size(), me = comm.rank();
@@ -352,7 +352,7 @@ template <communicator C, class Tree>
 
 // Every device calls this with its tree before moving it; returns when all agree, throws the same
 // tree_error on every device when they do not. No allocation unless they disagree.
-template <communicator C, class Tree>
+template <device_group C, class Tree>
 void agree(C& comm, const char* function, op o, int root, Moves moves, const Tree& tree,
            std::uint64_t bytes) {
   Hasher h;

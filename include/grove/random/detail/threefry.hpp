@@ -1,28 +1,13 @@
-// The threefry2x32 block function with 20 rounds (Salmon et al., "Parallel random numbers: as easy
-// as 1, 2, 3", SC'11), as JAX uses it: the same rotations, key schedule and round count as
-// Random123's threefry2x32_R(20, ...).
+// grove/random/detail/threefry.hpp: the threefry2x32 block function with 20 rounds (Salmon et al.,
+// "Parallel random numbers: as easy as 1, 2, 3", SC'11), as JAX uses it: the same rotations, key
+// schedule and round count as Random123's threefry2x32_R(20, ...).
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
 
-#if defined(__GNUC__) || defined(__clang__) || defined(_MSC_VER)
-#define GROVE_RESTRICT __restrict
-#else
-#define GROVE_RESTRICT
-#endif
-
-// For the small functions called inside the SIMD loops: a call that is not inlined stops the loop
-// from vectorising, and compilers' inlining heuristics give up on threefry's 20 rounds once it has
-// more than one caller.
-#if defined(__GNUC__) || defined(__clang__)
-#define GROVE_ALWAYS_INLINE [[gnu::always_inline]] inline
-#elif defined(_MSC_VER)
-#define GROVE_ALWAYS_INLINE __forceinline
-#else
-#define GROVE_ALWAYS_INLINE inline
-#endif
+#include "grove/config.hpp"
 
 namespace grove::random::detail {
 

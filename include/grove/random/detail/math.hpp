@@ -1,5 +1,5 @@
-// Elementwise math for grove::random: log, log1p, erf and erf_inv as XLA evaluates them for
-// jax.random, written for SIMD loops and for reproducibility.
+// grove/random/detail/math.hpp: elementwise math for grove::random: log, log1p, erf and erf_inv as
+// XLA evaluates them for jax.random, written for SIMD loops and for reproducibility.
 //
 // Reproducibility rule for this file: every product that feeds an addition is written as an
 // explicit std::fma. GCC contracts `a * b + c` into a fused multiply-add whenever the target has
@@ -17,7 +17,7 @@
 #include <limits>
 #include <utility>
 
-#include "grove/detail/threefry.hpp"  // GROVE_RESTRICT, GROVE_ALWAYS_INLINE
+#include "grove/config.hpp"
 
 namespace grove::random::detail {
 

@@ -1,155 +1,20 @@
-// How jax.random turns a key into a stream of random words, in both of JAX's counter layouts, and
-// how grove spreads a large request over threads without changing a single bit.
-//
-// Every output element is a pure function of (key, layout, request size, element index), so any
-// split of the index range into chunks, on any number of threads, gives the same numbers.
+// grove/random/detail/layouts.hpp: how jax.random turns a key into a stream of random words, in
+// both of JAX's counter layouts (partitionable and legacy): the counters of each element, split,
+// and the words of a request, delivered in runs to a sink.
 #pragma once
 
 #include <algorithm>
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <system_error>
-#include <thread>
 #include <type_traits>
 #include <vector>
 
-#include "grove/detail/cpu.hpp"
-#include "grove/detail/random_math.hpp"  // block_size
-#include "grove/detail/threefry.hpp"
+#include "grove/config.hpp"
+#include "grove/random/detail/math.hpp"  // block_size
+#include "grove/random/detail/streams.hpp"
+#include "grove/random/detail/threefry.hpp"
 
 namespace grove::random::detail {
-
-// How a request is scheduled. threads == 0 means automatic.
-struct schedule {
-  int threads = 0;
-  std::uint64_t chunk = 0;
-};
-
-inline constexpr std::uint64_t default_chunk = std::uint64_t{1} << 16;
-// Below this many work units the automatic schedule stays on the calling thread: starting threads
-// costs tens of microseconds, about what generating 2^18 normals costs.
-inline constexpr std::uint64_t automatic_threading_threshold = std::uint64_t{1} << 18;
-
-// Instruction sets.
-//
-// The kernels are plain C++ loops that compilers vectorise for whatever instruction set the build
-// targets. A header-only library is usually built without -march, which on x86-64 means SSE2: no
-// vector rotate and no fused multiply-add (std::fma becomes a libm call): 7 (bits) to 50 (normal)
-// times slower than AVX-512. So, on x86 with GCC or Clang, each chunk's kernel is also compiled for
-// AVX2+FMA and for AVX-512 (function target attributes) and the best one this CPU supports runs.
-// All of them compute the same bits: integer arithmetic, explicit fma and IEEE sqrt/division,
-// nothing that an instruction set may round differently. Define GROVE_RANDOM_NO_DISPATCH to build
-// only the baseline.
-#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__)) && \
-    !defined(GROVE_RANDOM_NO_DISPATCH)
-#define GROVE_RANDOM_DISPATCH 1
-#define GROVE_TARGET_AVX2 __attribute__((target("avx2,fma")))
-#define GROVE_TARGET_AVX512 __attribute__((target("avx512f,avx512vl,avx2,fma")))
-#else
-#define GROVE_RANDOM_DISPATCH 0
-#endif
-
-// A chunk kernel: `body(begin, end)` must be always-inline all the way down, so that it is compiled
-// in the instruction set of the function it is inlined into.
-#if defined(__GNUC__) || defined(__clang__)
-#define GROVE_INLINE_LAMBDA __attribute__((always_inline))
-#else
-#define GROVE_INLINE_LAMBDA
-#endif
-
-enum class instruction_set { baseline, avx2_fma, avx512 };
-
-inline instruction_set best_instruction_set() noexcept {
-#if GROVE_RANDOM_DISPATCH
-  const grove::detail::cpu_features& cpu = grove::detail::this_cpu();
-  if (cpu.avx2_fma && cpu.avx512f && cpu.avx512vl) return instruction_set::avx512;
-  return cpu.avx2_fma ? instruction_set::avx2_fma : instruction_set::baseline;
-#else
-  return instruction_set::baseline;
-#endif
-}
-
-#if GROVE_RANDOM_DISPATCH
-template <class Body>
-GROVE_TARGET_AVX512 void run_avx512(Body& body, std::uint64_t begin, std::uint64_t end) {
-  body(begin, end);
-}
-template <class Body>
-GROVE_TARGET_AVX2 void run_avx2_fma(Body& body, std::uint64_t begin, std::uint64_t end) {
-  body(begin, end);
-}
-#endif
-
-// Whether this translation unit was itself compiled for the instruction sets that dispatch offers.
-#if defined(__AVX512F__) && defined(__AVX512VL__) && defined(__FMA__)
-#define GROVE_BUILT_FOR_AVX512 1
-#else
-#define GROVE_BUILT_FOR_AVX512 0
-#endif
-#if defined(__AVX2__) && defined(__FMA__)
-#define GROVE_BUILT_FOR_AVX2_FMA 1
-#else
-#define GROVE_BUILT_FOR_AVX2_FMA 0
-#endif
-
-// Runs body(begin, end) compiled for the best instruction set available (see above).
-template <class Body>
-void run_best(Body& body, std::uint64_t begin, std::uint64_t end) {
-#if GROVE_RANDOM_DISPATCH && !GROVE_BUILT_FOR_AVX512
-  const instruction_set best = best_instruction_set();
-  if (best == instruction_set::avx512) return run_avx512(body, begin, end);
-#if !GROVE_BUILT_FOR_AVX2_FMA
-  if (best == instruction_set::avx2_fma) return run_avx2_fma(body, begin, end);
-#endif
-#endif
-  body(begin, end);
-}
-
-// Calls task(begin, end) for consecutive chunks covering [0, units), on up to schedule.threads
-// threads (the calling thread included). Chunks are claimed dynamically; the task must only touch
-// the outputs of its own range. Tasks must not throw.
-template <class Task>
-void parallel_chunks(std::uint64_t units, const schedule& plan, Task&& task) {
-  if (units == 0) return;
-  const std::uint64_t chunk = plan.chunk > 0 ? plan.chunk : default_chunk;
-  const std::uint64_t chunks = units / chunk + (units % chunk != 0 ? 1 : 0);
-  std::uint64_t threads = 1;
-  if (plan.threads > 0) {
-    threads = static_cast<std::uint64_t>(plan.threads);
-  } else if (units >= automatic_threading_threshold) {
-    threads = std::max(1u, std::thread::hardware_concurrency());
-  }
-  threads = std::min(threads, chunks);
-
-  std::atomic<std::uint64_t> next{0};
-  auto work = [&] {
-    for (;;) {
-      const std::uint64_t c = next.fetch_add(1, std::memory_order_relaxed);
-      if (c >= chunks) return;
-      const std::uint64_t begin = c * chunk;
-      task(begin, std::min(units, begin + chunk));
-    }
-  };
-  std::vector<std::thread> helpers;
-  if (threads > 1) {
-    helpers.reserve(static_cast<std::size_t>(threads - 1));
-    try {
-      for (std::uint64_t t = 1; t < threads; ++t) helpers.emplace_back(work);
-    } catch (const std::system_error&) {
-      // No more threads to be had: the threads already started and this one finish the work.
-    }
-  }
-  work();
-  for (auto& helper : helpers) helper.join();
-}
-
-// Splits [0, units) into chunks over threads and runs each with run_best.
-template <class Body>
-void parallel_kernel(std::uint64_t units, const schedule& plan, Body& body) {
-  parallel_chunks(units, plan,
-                  [&](std::uint64_t begin, std::uint64_t end) { run_best(body, begin, end); });
-}
 
 // The counter of element base + offset in the partitionable layout: the index as a uint64, split
 // into (hi, lo). Computed with 32-bit lanes and a carry, which vectorise twice as wide as 64-bit
