@@ -8,7 +8,7 @@
 #include <string>
 #include <type_traits>
 
-#include "grove/tree/detail/walk.hpp"
+#include "grove/tree/detail/prefix.hpp"
 #include "grove/tree/node_traits.hpp"
 
 namespace grove {
