@@ -201,6 +201,27 @@ GROVE_NODE_STATIC(Tag, (), (id));
 
 using statics::Conv;
 
+// README's example of static fields.
+namespace readme {
+struct Conv {
+  Eigen::MatrixXf w;
+  std::string name;
+  int stride = 1;
+};
+GROVE_NODE_STATIC(Conv, (w), (name, stride));
+}  // namespace readme
+
+TEST_CASE("README's Conv with static fields", "[tree][static]") {
+  const readme::Conv conv{Eigen::MatrixXf::Ones(3, 3), "conv1", 2};
+  CHECK(grove::tree_structure(conv).str() == "PyTreeDef(CustomNode(Conv[('conv1', 2)], [*]))");
+  const auto doubled = grove::tree_map([](const auto& w) { return 2 * w; }, conv);
+  static_assert(std::is_same_v<decltype(doubled), const readme::Conv>);
+  CHECK(doubled.w == Eigen::MatrixXf::Constant(3, 3, 2));
+  CHECK(doubled.name == "conv1");
+  CHECK(doubled.stride == 2);
+  CHECK(grove::to_string(conv) == "Conv(w=float32[3,3], name='conv1', stride=2)");
+}
+
 TEST_CASE("static fields are node data: printed, compared and hashed", "[tree][static]") {
   // JAX: register_dataclass(Conv, data_fields=['w'], meta_fields=['name', 'stride']) prints the
   // meta values as a tuple: PyTreeDef(CustomNode(Conv[('conv1', 2)], [*])).
@@ -215,6 +236,9 @@ TEST_CASE("static fields are node data: printed, compared and hashed", "[tree][s
         "PyTreeDef(CustomNode(Scaled[('m',)], [*]))");
   CHECK(grove::tree_structure(statics::Tag{7}).str() == "PyTreeDef(CustomNode(Tag[(7,)], []))");
   CHECK(grove::tree_structure(statics::Tag{7}).num_leaves() == 0);
+  // to_string shows every field, the static ones after the leaves, as a dataclass's repr does.
+  CHECK(grove::to_string(a) == "Conv(w=1.5, name='conv1', stride=2)");
+  CHECK(grove::to_string(statics::Tag{7}) == "Tag(id=7)");
 
   // Equal static values: equal structures, equal hashes, whatever the leaves.
   const Conv same{-3, "conv1", 2};
