@@ -337,6 +337,29 @@ TEST_CASE("trees whose static fields differ are different structures", "[tree][s
                     Contains("at key path [0]: (1,) in tree 1, (2,) in tree 2"));
 }
 
+TEST_CASE("flatten_up_to reports a mismatch as tree_map does, naming prefix and tree",
+          "[treedef][prefix][errors]") {
+  const auto prefix = grove::tree_structure(std::vector<std::optional<int>>{1, std::nullopt});
+  std::vector<std::optional<int>> swapped{std::nullopt, 2};
+  CHECK_THROWS_WITH(prefix.flatten_up_to(swapped),
+                    Contains("grove::tree_flatten_up_to: pytree structure error: None in the "
+                             "prefix but a value in the tree at key path [1]: None in the prefix, "
+                             "a value in the tree"));
+  // A prefix leaf takes the whole subtree, None included, as in JAX.
+  std::vector<std::optional<int>> both_none{std::nullopt, std::nullopt};
+  CHECK(prefix.flatten_up_to(both_none).size() == 1);
+  const auto dict = grove::tree_structure(std::map<std::string, int>{{"a", 0}, {"b", 0}});
+  std::map<std::string, int> other{{"a", 0}, {"c", 0}};
+  CHECK_THROWS_WITH(dict.flatten_up_to(other),
+                    Contains("different key sets of dict at the root: {'a', 'b'} in the prefix, "
+                             "{'a', 'c'} in the tree"));
+  const auto tuple = grove::tree_structure(std::tuple<std::tuple<int>, int>{});
+  std::tuple<int, int> flat{};
+  CHECK_THROWS_WITH(tuple.flatten_up_to(flat),
+                    Contains("a node in the prefix but a leaf in the tree at key path [0]: tuple "
+                             "in the prefix, leaf in the tree"));
+}
+
 // --- standard containers as nodes -------------------------------------------------------------
 
 TEST_CASE("std::deque and std::list are lists", "[tree][nodes]") {

@@ -357,45 +357,37 @@ auto tree_flatten_up_to(const TreeDef<T>& def, Tree& tree) {
       out.push_back(ptr(&sub));
       return;
     }
+    const auto prefix_kind = [&] { return detail::kind_name(rec.kind, rec.info); };
     if constexpr (!detail::is_node<U>) {
-      throw detail::structure_mismatch{{}, 1, "a node in the prefix but a leaf in the tree"};
+      detail::throw_kind_mismatch(prefix_kind(), "leaf", 1);
     } else if constexpr (detail::optional_node<U>) {
       if (rec.kind == node_kind::none) {
-        if (sub.has_value())
-          throw detail::structure_mismatch{{}, 1, "None in the prefix but a value in the tree"};
+        if (sub.has_value()) detail::throw_none_mismatch(true, 1);
         ++pos;
         return;
       }
-      if (!sub.has_value())
-        throw detail::structure_mismatch{{}, 1, "a value in the prefix but None in the tree"};
+      if (!sub.has_value()) detail::throw_none_mismatch(false, 1);
       self(self, *sub);
     } else {
       if (rec.kind != node_traits<U>::kind || rec.info != detail::info_of<U>())
-        throw detail::structure_mismatch{
-            {}, 1, "a node of another kind in the tree", detail::kind_name<U>() + " in the tree"};
+        detail::throw_kind_mismatch(prefix_kind(), detail::kind_name<U>(), 1);
       const std::size_t arity = detail::arity_of(sub);
-      if (arity != rec.arity)
-        throw detail::structure_mismatch{{},
-                                         1,
-                                         "different numbers of children",
-                                         std::to_string(rec.arity) + " in the prefix, " +
-                                             std::to_string(arity) + " in the tree"};
+      if (arity != rec.arity) detail::throw_length_mismatch(prefix_kind(), rec.arity, arity, 1);
       if constexpr (detail::dict_node<U>) {
-        auto keys = def.dict_keys_at(here);
+        const auto keys = def.dict_keys_at(here);
         std::size_t k = 0;
-        for (const auto& kv : detail::dict_entries(sub))
-          if (!(keys[k++] == detail::dict_key_of(kv.first)))
-            throw detail::structure_mismatch{{}, 1, "different key sets of dict"};
+        for (const auto& kv : detail::dict_entries(sub)) {
+          if (!(keys[k++] == detail::dict_key_of(kv.first))) {
+            detail::throw_keys_mismatch(detail::describe_keys(keys), detail::describe_keys(sub), 1);
+          }
+        }
       }
-      if constexpr (detail::num_static_v < U >> 0) {
+      if constexpr (detail::has_static_fields<U>) {
         if (!detail::node_data_matches(def.node_data_at(here), sub)) {
           std::ostringstream stored;
           if (const auto* data = def.node_data_at(here)) data->print(stored);
-          throw detail::structure_mismatch{
-              {},
-              1,
-              "different static fields of " + detail::kind_name<U>(),
-              stored.str() + " in the prefix, " + detail::static_values_text(sub) + " in the tree"};
+          detail::throw_static_fields_mismatch(detail::kind_name<U>(), stored.str(),
+                                               detail::static_values_text(sub), 1);
         }
       }
       ++pos;
@@ -409,7 +401,7 @@ auto tree_flatten_up_to(const TreeDef<T>& def, Tree& tree) {
   try {
     walk(walk, tree);
   } catch (detail::structure_mismatch& e) {
-    throw tree_error(detail::mismatch_message("grove::tree_flatten_up_to", e) +
+    throw tree_error(detail::mismatch_message("grove::tree_flatten_up_to", e, true) +
                      "\n  prefix: " + def.str() +
                      "\n  tree:   " + detail::structure_of(detail::no_leaf_pred{}, tree).str());
   }

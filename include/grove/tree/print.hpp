@@ -111,7 +111,7 @@ void write_tree(std::ostream& os, const T& t) {
           ::grove::detail::write_tree(os, child);
         },
         t);
-    if constexpr (num_static_v < T >> 0) {
+    if constexpr (has_static_fields<T>) {
       // Static fields follow the leaf fields, as a dataclass's repr shows every field.
       [&]<std::size_t... J>(std::index_sequence<J...>) {
         ((os << (n++ ? ", " : "") << info->static_fields[J] << '=',

@@ -81,7 +81,7 @@ void flatten_into(const Pred& pred, T&& t, Structure& out, Sink& sink) {
       if constexpr (dict_node<U>) {
         for (const auto& kv : ::grove::detail::dict_entries(t)) out.add_key(kv.first);
       }
-      if constexpr (num_static_v < U >> 0) ::grove::detail::add_static_fields(out, index, t);
+      if constexpr (has_static_fields<U>) ::grove::detail::add_static_fields(out, index, t);
       ::grove::detail::zip_children(
           [&](auto, auto&& child) {
             ::grove::detail::flatten_into(pred, std::forward<decltype(child)>(child), out, sink);

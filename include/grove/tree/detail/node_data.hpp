@@ -170,6 +170,9 @@ requires requires {
 }
 inline constexpr std::size_t num_static_v<T> = node_traits<T>::num_static;
 
+template <class T>
+inline constexpr bool has_static_fields = num_static_v<T> != 0;
+
 template <class T, std::size_t I>
 decltype(auto) static_at(const T& t) {
   return node_traits<T>::template static_field<I>(t);
