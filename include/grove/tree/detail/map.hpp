@@ -5,11 +5,13 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <tuple>
 #include <type_traits>
 #include <utility>
 
+#include "grove/tree/detail/field_count.hpp"
 #include "grove/tree/detail/leaf_predicates.hpp"
 #include "grove/tree/detail/mismatch.hpp"
 #include "grove/tree/detail/node_data.hpp"
@@ -49,10 +51,36 @@ concept registered_node = requires {
   node_traits<T>::num_static;
 };
 
+// Whether a registered aggregate lists its fields in declaration order, which makes positional
+// braced initialisation name the same fields as assignment by name. Members are laid out in
+// declaration order (later ones at higher addresses), so the addresses of the registered members
+// of one value, compared once per type, tell.
+template <class T>
+bool registered_in_declaration_order() {
+  static const bool ordered = [] {
+    const T probe{};
+    const char* last = nullptr;
+    bool ascending = true;
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((ascending =
+            ascending && (last == nullptr || reinterpret_cast<const char*>(std::addressof(
+                                                 node_traits<T>::template child<I>(probe))) > last),
+        last = reinterpret_cast<const char*>(
+            std::addressof(node_traits<T>::template child<I>(probe)))),
+       ...);
+    }
+    (std::make_index_sequence<node_traits<T>::arity>{});
+    return ascending;
+  }();
+  return ordered;
+}
+
 // Builds a registered struct (or mapped_node) Result: child_at(integral_constant<I>) gives leaf
 // field I, static_at(integral_constant<J>) static field J, each called once, the children in
-// registered (leaf) order. A struct is value-initialised and then assigned field by field, by
-// name: the registered order is the leaf order and never the declaration order.
+// registered (leaf) order. A struct is assigned field by field, by name, after value-initialising
+// it: the registered order is the leaf order and never the declaration order. An aggregate that
+// lists all its fields in declaration order, without static fields, is braced-initialised
+// instead, which names the same fields and moves each child straight into place.
 template <class Result, class StaticAt, class ChildAt>
 Result build_struct(StaticAt&& static_at, ChildAt&& child_at) {
   using R = node_traits<Result>;
@@ -65,6 +93,12 @@ Result build_struct(StaticAt&& static_at, ChildAt&& child_at) {
       static_assert(std::is_default_constructible_v<Result>,
                     "grove: cannot rebuild a registered struct: grove value-initialises it and "
                     "assigns each registered field by name, so give it a default constructor");
+      if constexpr (std::is_aggregate_v<Result> && R::num_static == 0 &&
+                    ::grove::detail::count_fields<Result>() == R::arity &&
+                    requires { Result{child_at(std::integral_constant<std::size_t, I>{})...}; }) {
+        if (::grove::detail::registered_in_declaration_order<Result>())
+          return Result{child_at(std::integral_constant<std::size_t, I>{})...};
+      }
       Result out{};
       ((R::template child<I>(out) = child_at(std::integral_constant<std::size_t, I>{})), ...);
       ((R::template static_field<J>(out) = static_at(std::integral_constant<std::size_t, J>{})),
@@ -74,8 +108,6 @@ Result build_struct(StaticAt&& static_at, ChildAt&& child_at) {
   }
   (std::make_index_sequence<R::arity>{}, std::make_index_sequence<R::num_static>{});
 }
-
-// --- map -------------------------------------------------------------------------------------
 
 template <class Pred, class F, class First, class... Rest>
 auto map_tree(const Pred& pred, F& f, const First& first, const Rest&... rest);
