@@ -8,6 +8,8 @@ find_package(nlohmann_json 3 REQUIRED)
 grove_test(test_checkpoint test_checkpoint.cpp test_checkpoint_errors.cpp test_checkpoint_mutation.cpp)
 target_link_libraries(test_checkpoint PRIVATE nlohmann_json::nlohmann_json)
 target_compile_definitions(test_checkpoint PRIVATE GROVE_PROJECT_VERSION="${PROJECT_VERSION}")
+grove_test(test_tree_checkpoint test_tree_checkpoint.cpp)
+target_link_libraries(test_tree_checkpoint PRIVATE nlohmann_json::nlohmann_json)
 
 # Resuming a training run bit for bit (train_mlp's loop, with grove::nn).
 grove_test(test_checkpoint_resume test_checkpoint_resume.cpp)

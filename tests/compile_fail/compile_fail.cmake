@@ -16,3 +16,4 @@ grove_compile_fail(map_key_type "grove: a std::map is a pytree node only with st
 grove_compile_fail(tree_all_arrays "grove: tree_all/tree_any need leaves that convert to bool")
 grove_compile_fail(ravel_mixed_scalars "grove: ravel needs every leaf to be an Eigen array or scalar of one scalar type")
 grove_compile_fail(unflatten_untyped "grove: tree_unflatten needs a TreeDef<T> that knows its C\\+\\+ type")
+grove_compile_fail(node_unlisted_field "grove: the registration of Conv lists fewer fields than Conv has.*GROVE_NODE_STATIC\\(Conv, \\(leaf fields...\\), \\(static fields...\\)\\)")

@@ -1,4 +1,4 @@
-// grove/detail/preprocessor.hpp: a FOR_EACH macro for GROVE_NODE's field lists.
+// grove/detail/preprocessor.hpp: FOR_EACH macros for GROVE_NODE's field lists.
 #pragma once
 
 // GROVE_DETAIL_FOR_EACH(M, ctx, a, b, c) expands to M(ctx, a) M(ctx, b) M(ctx, c), for up to 32
@@ -17,3 +17,12 @@
   macro(ctx, first)                                        \
       __VA_OPT__(GROVE_DETAIL_FOR_EACH_AGAIN GROVE_DETAIL_PARENS(macro, ctx, __VA_ARGS__))
 #define GROVE_DETAIL_FOR_EACH_AGAIN() GROVE_DETAIL_FOR_EACH_STEP
+
+// GROVE_DETAIL_FOR_EACH_LIST(M, ctx, (a, b)) is GROVE_DETAIL_FOR_EACH(M, ctx, a, b); a list `()`
+// expands to nothing. The extra step expands the unparenthesised list before FOR_EACH sees it, so
+// that __VA_OPT__ sees an empty list as empty.
+#define GROVE_DETAIL_UNPAREN(...) __VA_ARGS__
+#define GROVE_DETAIL_FOR_EACH_LIST(macro, ctx, list) \
+  GROVE_DETAIL_FOR_EACH_LIST_STEP(macro, ctx, GROVE_DETAIL_UNPAREN list)
+#define GROVE_DETAIL_FOR_EACH_LIST_STEP(macro, ctx, ...) \
+  GROVE_DETAIL_FOR_EACH(macro, ctx, __VA_ARGS__)

@@ -3,28 +3,35 @@
 //
 // Built-in nodes (as in JAX):
 //   std::tuple, std::pair, std::array     -> tuple  `(*, *)`
-//   std::vector                           -> list   `[*, *]`
-//   std::map (string or integer keys)     -> dict   `{'a': *}`, children in key order
+//   std::vector, std::deque, std::list    -> list   `[*, *]`
+//   std::map, std::unordered_map (string or integer keys)
+//                                         -> dict   `{'a': *}`, children in sorted key order
 //   std::monostate, std::nullopt_t        -> None   (a node without children)
 //   std::optional                         -> None when empty; when engaged, its value (no node)
 //   a struct registered with GROVE_NODE   -> CustomNode(Name[()], [...]), keys `.field`
+//   ... with GROVE_NODE_STATIC            -> CustomNode(Name[(static values...)], [...])
 //   a container whose node_traits a user specializes -> CustomNode(Name[None], [...])
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <iterator>
+#include <list>
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
 #include <variant>
 #include <vector>
 
 #include "grove/detail/preprocessor.hpp"
+#include "grove/tree/detail/field_count.hpp"
 #include "grove/tree/key_path.hpp"
 
 namespace grove {
@@ -32,13 +39,16 @@ namespace grove {
 /// The kind of a node, which decides how a TreeDef prints it.
 enum class node_kind : std::uint8_t { leaf, none, tuple, list, dict, custom };
 
-/// Static facts about a registered struct or custom container: its name and its fields' names
-/// (empty for containers). Its address identifies the node type in a TreeDef.
+/// Static facts about a registered struct or custom container: its name, its leaf fields' names
+/// and its static fields' names (empty for containers). Its address identifies the node type in a
+/// TreeDef (equality); its name stands for it in TreeDef::hash, so hashes agree across processes.
 struct node_info {
   std::string_view name;
   const std::string_view* fields = nullptr;
   std::size_t num_fields = 0;
   bool is_struct = false;
+  const std::string_view* static_fields = nullptr;
+  std::size_t num_static_fields = 0;
 };
 
 /// The customization point. The primary template says "leaf"; each specialization describes a
@@ -81,13 +91,33 @@ constexpr bool same_or_instance() {
 }
 
 // --- registered structs ------------------------------------------------------------------------
-template <class Self, const node_info* Info, auto... Members>
+// A list of member pointers. GROVE_NODE's macros emit a leading placeholder (a template argument
+// list has no trailing comma to absorb the one each field brings), which is dropped here.
+template <auto Placeholder, auto... Members>
+struct member_list {
+  static constexpr std::size_t size = sizeof...(Members);
+  static constexpr std::tuple<decltype(Members)...> members{Members...};
+};
+
+template <class Self, const node_info* Info, class Data, class Static>
 struct struct_fields {
   using self = Self;
   static constexpr const node_info* info = Info;
-  static constexpr std::size_t arity = sizeof...(Members);
-  static constexpr std::tuple<decltype(Members)...> members{Members...};
+  static constexpr std::size_t arity = Data::size;
+  static constexpr std::size_t num_static = Static::size;
+  static constexpr auto members = Data::members;
+  static constexpr auto static_members = Static::members;
 };
+
+// Whether a GROVE_NODE registration lists every field of an aggregate (which is what can be
+// counted; for other types the rule is documented).
+template <class T, std::size_t Listed>
+constexpr bool lists_every_field() {
+  if constexpr (std::is_aggregate_v<T>)
+    return Listed >= ::grove::detail::count_fields<T>();
+  else
+    return true;
+}
 
 // The standard types grove makes nodes itself. They are excluded before the ADL lookup below,
 // whose cost grows with the depth of nested template arguments (std::vector<T> names T twice,
@@ -98,9 +128,11 @@ template <class T, std::size_t N>
 inline constexpr bool is_std_array<std::array<T, N>> = true;
 template <class T>
 inline constexpr bool builtin_node =
-    is_instance_v<T, std::vector> || is_instance_v<T, std::map> || is_instance_v<T, std::tuple> ||
-    is_instance_v<T, std::pair> || is_instance_v<T, std::optional> || is_std_array<T> ||
-    std::is_same_v<T, std::monostate> || std::is_same_v<T, std::nullopt_t>;
+    is_instance_v<T, std::vector> || is_instance_v<T, std::deque> || is_instance_v<T, std::list> ||
+    is_instance_v<T, std::map> || is_instance_v<T, std::unordered_map> ||
+    is_instance_v<T, std::tuple> || is_instance_v<T, std::pair> ||
+    is_instance_v<T, std::optional> || is_std_array<T> || std::is_same_v<T, std::monostate> ||
+    std::is_same_v<T, std::nullopt_t>;
 
 template <class T>
 concept registered_struct = std::is_class_v<T> && !builtin_node<T> && requires {
@@ -192,36 +224,85 @@ struct node_traits<std::nullopt_t> {
   using rebind = std::nullopt_t;
 };
 
-template <class T, class Alloc>
-struct node_traits<std::vector<T, Alloc>> {
+namespace detail {
+
+// What std::vector, std::deque and std::list share as list nodes. `iterable` tells the walkers to
+// step through the children with the container's iterators (std::list has no operator[]).
+template <class C, class T, template <class...> class Same>
+struct std_sequence_traits {
   static constexpr node_kind kind = node_kind::list;
+  static constexpr bool iterable = true;
   using child_type = T;
-  static std::size_t size(const std::vector<T, Alloc>& v) { return v.size(); }
+  static std::size_t size(const C& c) { return c.size(); }
   template <class Self>
-  static decltype(auto) child(Self&& v, std::size_t i) {
-    return std::forward<Self>(v)[i];
+  static decltype(auto) child(Self&& c, std::size_t i) {
+    return *std::next(std::forward<Self>(c).begin(), static_cast<std::ptrdiff_t>(i));
   }
-  static KeyEntry key(const std::vector<T, Alloc>&, std::size_t i) { return SequenceKey{i}; }
+  static KeyEntry key(const C&, std::size_t i) { return SequenceKey{i}; }
   template <class U>
-  using rebind = std::vector<U>;
+  using rebind = Same<U>;
   template <class U, class Make>
-  static std::vector<U> build(std::size_t n, Make&& make) {
-    std::vector<U> out;
-    out.reserve(n);
+  static Same<U> build(std::size_t n, Make&& make) {
+    Same<U> out;
+    if constexpr (requires { out.reserve(n); }) out.reserve(n);
     for (std::size_t i = 0; i < n; ++i) out.push_back(make(i));
     return out;
   }
 };
 
+template <class K>
+inline constexpr bool dict_key_ok = std::is_same_v<K, std::string> || std::is_integral_v<K>;
+
+}  // namespace detail
+
+template <class T, class Alloc>
+struct node_traits<std::vector<T, Alloc>>
+    : detail::std_sequence_traits<std::vector<T, Alloc>, T, std::vector> {
+  template <class Self>
+  static decltype(auto) child(Self&& v, std::size_t i) {
+    return std::forward<Self>(v)[i];
+  }
+};
+
+template <class T, class Alloc>
+struct node_traits<std::deque<T, Alloc>>
+    : detail::std_sequence_traits<std::deque<T, Alloc>, T, std::deque> {
+  template <class Self>
+  static decltype(auto) child(Self&& v, std::size_t i) {
+    return std::forward<Self>(v)[i];
+  }
+};
+
+/// A std::list is a list node; its children are reached by iterating, never by index.
+template <class T, class Alloc>
+struct node_traits<std::list<T, Alloc>>
+    : detail::std_sequence_traits<std::list<T, Alloc>, T, std::list> {};
+
 template <class K, class V, class Compare, class Alloc>
 struct node_traits<std::map<K, V, Compare, Alloc>> {
-  static_assert(std::is_same_v<K, std::string> || std::is_integral_v<K>,
+  static_assert(detail::dict_key_ok<K>,
                 "grove: a std::map is a pytree node only with std::string or integer keys");
   static constexpr node_kind kind = node_kind::dict;
+  static constexpr bool sorted = true;  // iterating visits the keys in order
   using key_type = K;
   using child_type = V;
   template <class U>
   using rebind = std::map<K, U, Compare>;
+};
+
+/// A std::unordered_map is a dict node like std::map: its children come in sorted key order, as
+/// JAX sorts a dict's keys. Every walk over it sorts its keys (one buffer per node and walk).
+template <class K, class V, class Hash, class Eq, class Alloc>
+struct node_traits<std::unordered_map<K, V, Hash, Eq, Alloc>> {
+  static_assert(
+      detail::dict_key_ok<K>,
+      "grove: a std::unordered_map is a pytree node only with std::string or integer keys");
+  static constexpr node_kind kind = node_kind::dict;
+  static constexpr bool sorted = false;
+  using key_type = K;
+  using child_type = V;
+  template <class U>
+  using rebind = std::unordered_map<K, U, Hash, Eq>;
 };
 
 template <class T>
@@ -233,13 +314,32 @@ struct node_traits<std::optional<T>> {
   using rebind = std::optional<U>;
 };
 
+namespace detail {
+
+template <class T, class Members, std::size_t... I>
+auto member_types(std::index_sequence<I...>) -> std::tuple<std::remove_cvref_t<
+    typename member_type<std::remove_cvref_t<std::tuple_element_t<I, Members>>>::type>...>;
+
+// The types of a registered struct's leaf fields and of its static fields, in registered order.
+template <class T>
+using field_types_t =
+    decltype(member_types<T, std::remove_cvref_t<decltype(struct_fields_of<T>::members)>>(
+        std::make_index_sequence<struct_fields_of<T>::arity>{}));
+template <class T>
+using static_types_t =
+    decltype(member_types<T, std::remove_cvref_t<decltype(struct_fields_of<T>::static_members)>>(
+        std::make_index_sequence<struct_fields_of<T>::num_static>{}));
+
+}  // namespace detail
+
 /// A registered struct after tree_map changed its leaves' types so that the struct itself can no
 /// longer hold them (say, a Dense<float> whose matrices became shapes). It keeps the struct's
 /// name and field names, so key paths (`.w`) and TreeDefs stay those of the original; the
-/// children are in `fields`, in the registered order.
+/// children are in `fields`, in the registered order, and the static fields' values in `statics`.
 template <class Original, class... Children>
 struct mapped_node {
   std::tuple<Children...> fields;
+  detail::static_types_t<Original> statics{};
   template <std::size_t I>
   constexpr auto& get() {
     return std::get<I>(fields);
@@ -256,7 +356,8 @@ namespace detail {
 // Whether a registered class template Tm<A...> can be rebuilt holding Cs...: either its fields
 // are exactly its type parameters (template <class W, class B> struct Layer { W w; B b; }), or it
 // has one arithmetic parameter that the new leaves' common arithmetic scalar replaces
-// (Dense<float> -> Dense<double>). Anything else becomes a mapped_node.
+// (Dense<float> -> Dense<double>). Its static fields must keep their types, since they are copied.
+// Anything else becomes a mapped_node.
 template <class T>
 struct template_of {
   static constexpr bool value = false;
@@ -268,15 +369,6 @@ struct template_of<Tm<A...>> {
   using with = Tm<B...>;
   using args = std::tuple<A...>;
 };
-
-template <class T, std::size_t... I>
-auto struct_field_types(std::index_sequence<I...>)
-    -> std::tuple<std::remove_cvref_t<typename member_type<
-        std::tuple_element_t<I, std::decay_t<decltype(struct_fields_of<T>::members)>>>::type>...>;
-
-template <class T>
-using field_types_t =
-    decltype(struct_field_types<T>(std::make_index_sequence<struct_fields_of<T>::arity>{}));
 
 template <class T>
 struct scalar_of {
@@ -295,24 +387,33 @@ struct scalar_of<T> {
   using type = typename T::Scalar;
 };
 
+template <class T, class Candidate, class... Cs>
+constexpr bool holds() {
+  return std::is_same_v<field_types_t<Candidate>, std::tuple<Cs...>> &&
+         std::is_same_v<static_types_t<Candidate>, static_types_t<T>>;
+}
+
 template <class T, class... Cs>
 struct struct_rebind {
-  static constexpr bool same_fields = std::is_same_v<field_types_t<T>, std::tuple<Cs...>>;
   static auto pick() {
-    if constexpr (same_fields) {
+    if constexpr (holds<T, T, Cs...>()) {
       return type_tag<T>{};
     } else if constexpr (template_of<T>::value) {
       using args = typename template_of<T>::args;
       if constexpr (std::is_same_v<args, field_types_t<T>> &&
                     sizeof...(Cs) == std::tuple_size_v<args>) {
-        return type_tag<typename template_of<T>::template with<Cs...>>{};
+        using candidate = typename template_of<T>::template with<Cs...>;
+        if constexpr (holds<T, candidate, Cs...>())
+          return type_tag<candidate>{};
+        else
+          return type_tag<mapped_node<T, Cs...>>{};
       } else if constexpr (std::tuple_size_v<args> == 1 && sizeof...(Cs) > 0) {
         using old_scalar = std::tuple_element_t<0, args>;
         using new_scalar = typename scalar_of<std::tuple_element_t<0, std::tuple<Cs...>>>::type;
         if constexpr (std::is_arithmetic_v<old_scalar> && std::is_arithmetic_v<new_scalar> &&
                       !std::is_same_v<old_scalar, new_scalar>) {
           using candidate = typename template_of<T>::template with<new_scalar>;
-          if constexpr (std::is_same_v<field_types_t<candidate>, std::tuple<Cs...>>) {
+          if constexpr (holds<T, candidate, Cs...>()) {
             return type_tag<candidate>{};
           } else {
             return type_tag<mapped_node<T, Cs...>>{};
@@ -334,15 +435,22 @@ struct struct_rebind {
 
 }  // namespace detail
 
+/// A struct registered with GROVE_NODE or GROVE_NODE_STATIC: a static node whose children are the
+/// leaf fields and whose node data (JAX's meta fields) are the static fields' values.
 template <detail::registered_struct T>
 struct node_traits<T> {
   using fields = detail::struct_fields_of<T>;
   static constexpr node_kind kind = node_kind::custom;
   static constexpr std::size_t arity = fields::arity;
+  static constexpr std::size_t num_static = fields::num_static;
   static constexpr const node_info* info = fields::info;
   template <std::size_t I, class Self>
   static constexpr decltype(auto) child(Self&& t) {
     return (std::forward<Self>(t).*std::get<I>(fields::members));
+  }
+  template <std::size_t I, class Self>
+  static constexpr decltype(auto) static_field(Self&& t) {
+    return (std::forward<Self>(t).*std::get<I>(fields::static_members));
   }
   static KeyEntry key(std::size_t i) { return GetAttrKey{info->fields[i]}; }
   template <class... Cs>
@@ -353,10 +461,15 @@ template <class Original, class... Children>
 struct node_traits<mapped_node<Original, Children...>> {
   static constexpr node_kind kind = node_kind::custom;
   static constexpr std::size_t arity = sizeof...(Children);
+  static constexpr std::size_t num_static = node_traits<Original>::num_static;
   static constexpr const node_info* info = node_traits<Original>::info;
   template <std::size_t I, class Self>
   static constexpr decltype(auto) child(Self&& t) {
     return std::get<I>(std::forward<Self>(t).fields);
+  }
+  template <std::size_t I, class Self>
+  static constexpr decltype(auto) static_field(Self&& t) {
+    return std::get<I>(std::forward<Self>(t).statics);
   }
   static KeyEntry key(std::size_t i) { return GetAttrKey{info->fields[i]}; }
   template <class... Cs>
@@ -419,26 +532,64 @@ constexpr bool same_node_shape() {
 
 #define GROVE_DETAIL_FIELD_NAME(ctx, field) std::string_view{#field},
 #define GROVE_DETAIL_MEMBER_POINTER(Self, field) , &Self::field
+#define GROVE_DETAIL_COUNT_ONE(ctx, field) +1
+
+// The registration behind both macros. Field names are stored with a trailing empty sentinel, so
+// that a struct with no leaf fields (or no static ones) still has an array to point at.
+#define GROVE_DETAIL_NODE(Type, data, statics)                                                     \
+  inline constexpr std::string_view grove_node_field_names_##Type[] = {                            \
+      GROVE_DETAIL_FOR_EACH_LIST(GROVE_DETAIL_FIELD_NAME, _, data) std::string_view{}};            \
+  inline constexpr std::string_view grove_node_static_names_##Type[] = {                           \
+      GROVE_DETAIL_FOR_EACH_LIST(GROVE_DETAIL_FIELD_NAME, _, statics) std::string_view{}};         \
+  inline constexpr ::grove::node_info grove_node_info_##Type{                                      \
+      #Type, grove_node_field_names_##Type,  std::size(grove_node_field_names_##Type) - 1,         \
+      true,  grove_node_static_names_##Type, std::size(grove_node_static_names_##Type) - 1};       \
+  template <class GroveSelf>                                                                       \
+  requires(::grove::detail::same_or_instance<GroveSelf, Type>()) constexpr auto grove_node_fields( \
+      ::grove::detail::type_tag<GroveSelf>) noexcept {                                             \
+    static_assert(                                                                                 \
+        ::grove::detail::lists_every_field<                                                        \
+            GroveSelf, 0 GROVE_DETAIL_FOR_EACH_LIST(GROVE_DETAIL_COUNT_ONE, _, data)               \
+                           GROVE_DETAIL_FOR_EACH_LIST(GROVE_DETAIL_COUNT_ONE, _, statics)>(),      \
+        "grove: the registration of " #Type " lists fewer fields than " #Type                      \
+        " has, so rebuilding it would lose the others: list every field, the ones that are not "   \
+        "leaves as static fields: GROVE_NODE_STATIC(" #Type                                        \
+        ", (leaf fields...), (static "                                                             \
+        "fields...))");                                                                            \
+    return ::grove::detail::struct_fields<                                                         \
+        GroveSelf, &grove_node_info_##Type,                                                        \
+        ::grove::detail::member_list<0 GROVE_DETAIL_FOR_EACH_LIST(GROVE_DETAIL_MEMBER_POINTER,     \
+                                                                  GroveSelf, data)>,               \
+        ::grove::detail::member_list<0 GROVE_DETAIL_FOR_EACH_LIST(GROVE_DETAIL_MEMBER_POINTER,     \
+                                                                  GroveSelf, statics)>>{};         \
+  }                                                                                                \
+  static_assert(true, "GROVE_NODE ends with a semicolon")
 
 /// Registers a struct or class template as a pytree node whose children are the listed fields,
-/// in that order, with key paths `.field`. Write it right after the type, in the type's own
-/// namespace, and end it with a semicolon:
+/// in that order, with key paths `.field` (JAX's register_dataclass with data_fields only). Write
+/// it right after the type, in the type's own namespace, and end it with a semicolon:
 ///
 ///   struct Point { double x, y; };
 ///   GROVE_NODE(Point, x, y);
 ///
 ///   template <class T> struct Dense { Eigen::MatrixX<T> w; Eigen::VectorX<T> b; };
 ///   GROVE_NODE(Dense, w, b);
-#define GROVE_NODE(Type, ...)                                                                      \
-  inline constexpr std::string_view grove_node_field_names_##Type[] = {                            \
-      GROVE_DETAIL_FOR_EACH(GROVE_DETAIL_FIELD_NAME, _, __VA_ARGS__)};                             \
-  inline constexpr ::grove::node_info grove_node_info_##Type{                                      \
-      #Type, grove_node_field_names_##Type, std::size(grove_node_field_names_##Type), true};       \
-  template <class GroveSelf>                                                                       \
-  requires(::grove::detail::same_or_instance<GroveSelf, Type>()) constexpr auto grove_node_fields( \
-      ::grove::detail::type_tag<GroveSelf>) noexcept {                                             \
-    return ::grove::detail::struct_fields<                                                         \
-        GroveSelf, &grove_node_info_##Type GROVE_DETAIL_FOR_EACH(GROVE_DETAIL_MEMBER_POINTER,      \
-                                                                 GroveSelf, __VA_ARGS__)>{};       \
-  }                                                                                                \
-  static_assert(true, "GROVE_NODE ends with a semicolon")
+///
+/// The list decides the leaf order only: rebuilding the struct (tree_map, tree_unflatten)
+/// value-initialises it and assigns each field by name, so the struct must be default
+/// constructible with assignable fields. Every field must be listed, here or as a static field
+/// (GROVE_NODE_STATIC): for an aggregate this is checked at compile time (its fields are counted);
+/// a non-aggregate's unlisted members keep the values its default constructor gives them.
+#define GROVE_NODE(Type, ...) GROVE_DETAIL_NODE(Type, (__VA_ARGS__), ())
+
+/// Registers a struct with leaf fields and static fields (JAX's register_dataclass with
+/// data_fields and meta_fields), each list in parentheses; either may be empty:
+///
+///   struct Conv { Eigen::MatrixXf w; std::string name; int stride; };
+///   GROVE_NODE_STATIC(Conv, (w), (name, stride));
+///
+/// Static fields are not leaves: they are the node's data, kept in its TreeDef (compared by ==,
+/// hashed where hashable, printed `CustomNode(Conv[('conv1', 2)], [*])`), copied from the first
+/// tree by tree_map (the other trees must hold equal values, else tree_error) and restored by
+/// tree_unflatten. Their types must have operator==.
+#define GROVE_NODE_STATIC(Type, data, statics) GROVE_DETAIL_NODE(Type, data, statics)

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <iterator>
+#include <optional>
 #include <ranges>
 #include <sstream>
 #include <string>
@@ -13,7 +14,13 @@
 #include <utility>
 #include <vector>
 
-#include "grove/tree/detail/walk.hpp"
+#include "grove/tree/detail/flatten.hpp"
+#include "grove/tree/detail/key_paths.hpp"
+#include "grove/tree/detail/leaf_predicates.hpp"
+#include "grove/tree/detail/map.hpp"
+#include "grove/tree/detail/mismatch.hpp"
+#include "grove/tree/detail/prefix.hpp"
+#include "grove/tree/detail/unflatten.hpp"
 #include "grove/tree/error.hpp"
 #include "grove/tree/key_path.hpp"
 #include "grove/tree/node_traits.hpp"
@@ -72,15 +79,6 @@ decltype(auto) split_leaf_option(Body&& body, Args&&... args) {
   }
 }
 
-template <class Pred, class T>
-TreeDef<> structure_of(const Pred& pred, const T& t) {
-  TreeDef<> def;
-  def.clear();
-  auto sink = [](const auto&) {};
-  ::grove::detail::flatten_into(pred, t, def, sink);
-  return def;
-}
-
 // Turns a structure_mismatch from the recursion into a tree_error that names the function, the
 // key path, what differed and every tree's structure.
 template <class Body, class Pred, class... Trees>
@@ -89,30 +87,12 @@ decltype(auto) reporting_mismatch(const char* function, Body&& body, const Pred&
   try {
     return body();
   } catch (structure_mismatch& e) {
-    KeyPath path(e.reversed_path.rbegin(), e.reversed_path.rend());
     std::ostringstream msg;
-    msg << function << ": pytree structure error: " << e.what << " at "
-        << (path.empty() ? std::string("the root") : "key path " + keystr(path));
-    if (!e.detail.empty()) msg << ": " << e.detail;
+    msg << ::grove::detail::mismatch_message(function, e);
     std::size_t index = 0;
     ((msg << "\n  tree " << ++index << ": " << ::grove::detail::structure_of(pred, trees)), ...);
     throw tree_error(msg.str());
   }
-}
-
-template <class Pred, class T, bool Const>
-auto collect_leaves(const Pred& pred, T&& tree, TreeDef<>* def) {
-  using ptr = typename leaf_pointer<leaf_types_t<std::remove_cvref_t<T>, Pred>, Const>::type;
-  std::vector<ptr> leaves;
-  auto sink = [&](auto& leaf) { leaves.push_back(ptr(&leaf)); };
-  if (def) {
-    def->clear();
-    ::grove::detail::flatten_into(pred, tree, *def, sink);
-  } else {
-    auto visit = [&](auto& leaf) { sink(leaf); };
-    ::grove::detail::zip_leaves(pred, visit, tree);
-  }
-  return leaves;
 }
 
 }  // namespace detail
@@ -122,7 +102,10 @@ auto collect_leaves(const Pred& pred, T&& tree, TreeDef<>* def) {
 /// the matching subtree of every other tree. A last argument grove::is_leaf(pred) stops the
 /// descent where pred says so. The result keeps the input's C++ types where f keeps the leaf
 /// types; std containers and registered class templates are rebuilt around new types, other
-/// registered structs become grove::mapped_node. Eigen expressions are evaluated.
+/// registered structs become grove::mapped_node. A registered struct is rebuilt field by field,
+/// by name, and its static fields are copied from `tree` (the other trees must hold equal values,
+/// else tree_error). Eigen expressions are evaluated. Over a tree without leaves (`[]`, `()`,
+/// None) f is never called and the result is the same empty structure, as in JAX.
 template <class F, class Tree, class... Rest>
 auto tree_map(F&& f, const Tree& tree, const Rest&... rest) {
   return detail::split_leaf_option(
@@ -231,9 +214,11 @@ auto tree_map_with_path(F&& f, const Tree& tree, const Rest&... rest) {
       tree, rest...);
 }
 
-/// Folds f over the leaves in order: f(f(f(init, leaf0), leaf1), ...) (jax.tree_util.tree_reduce).
+/// Folds f over the leaves in order: f(f(f(init, leaf0), leaf1), ...) (jax.tree_util.tree_reduce
+/// with an initializer).
 template <class F, class Tree, class Init, class... Option>
-std::decay_t<Init> tree_reduce(F&& f, const Tree& tree, Init&& init, const Option&... is_leaf) {
+requires(!detail::is_leaf_option<std::remove_cvref_t<Init>>) std::decay_t<Init> tree_reduce(
+    F&& f, const Tree& tree, Init&& init, const Option&... is_leaf) {
   std::decay_t<Init> acc(std::forward<Init>(init));
   detail::split_leaf_option(
       [&](const auto& pred) {
@@ -242,6 +227,53 @@ std::decay_t<Init> tree_reduce(F&& f, const Tree& tree, Init&& init, const Optio
       },
       is_leaf...);
   return acc;
+}
+
+namespace detail {
+template <class... Ls>
+auto reduce_type(type_list<Ls...>) {
+  static_assert(sizeof...(Ls) > 0,
+                "grove: tree_reduce without an initial value needs a tree that can hold leaves; "
+                "pass an initial value");
+  if constexpr (sizeof...(Ls) > 0) {
+    static_assert(
+        requires { typename std::common_type<Ls...>::type; },
+        "grove: tree_reduce without an initial value needs leaf types with a common "
+        "type; pass an initial value");
+    return std::type_identity<std::common_type_t<Ls...>>{};
+  } else {
+    return std::type_identity<int>{};
+  }
+}
+}  // namespace detail
+
+/// Folds f over the leaves in order with the first leaf as the start: f(f(leaf0, leaf1), leaf2)
+/// (jax.tree_util.tree_reduce without an initializer, which is functools.reduce over the leaves).
+/// The accumulator has the leaves' common type (std::common_type of the leaf types). Throws
+/// tree_error when the tree has no leaves, where JAX raises TypeError.
+template <class F, class Tree, class... Option>
+requires(detail::is_leaf_option<Option>&&...) auto tree_reduce(F&& f, const Tree& tree,
+                                                               const Option&... is_leaf) {
+  return detail::split_leaf_option(
+      [&](const auto& pred) {
+        using leaves = detail::leaf_types_t<Tree, std::decay_t<decltype(pred)>>;
+        using acc_type = typename decltype(detail::reduce_type(leaves{}))::type;
+        std::optional<acc_type> acc;
+        auto step = [&](const auto& leaf) {
+          if (!acc) {
+            acc.emplace(leaf);
+          } else {
+            acc_type next = f(std::move(*acc), leaf);
+            *acc = std::move(next);
+          }
+        };
+        detail::zip_leaves(pred, step, tree);
+        if (!acc)
+          throw tree_error(
+              "grove::tree_reduce: the tree has no leaves and no initial value was given");
+        return std::move(*acc);
+      },
+      is_leaf...);
 }
 
 /// Whether every leaf is true (jax.tree_util.tree_all). Leaves must convert to bool; map a tree of
@@ -307,7 +339,8 @@ auto tree_unflatten(const TreeDef<T>& def, const Leaves& leaves) {
 
 /// The subtrees of `tree` at the leaves of `def` (JAX's treedef.flatten_up_to), as pointers (a
 /// variant of pointers when they can have several types). Throws tree_error naming the key path
-/// where `tree` does not have `def` as a prefix.
+/// where `tree` does not have `def` as a prefix: another node kind, length, dict keys, None, or
+/// other static field values.
 template <class T, class Tree>
 auto tree_flatten_up_to(const TreeDef<T>& def, Tree& tree) {
   using ptr =
@@ -317,47 +350,45 @@ auto tree_flatten_up_to(const TreeDef<T>& def, Tree& tree) {
   std::size_t pos = 0;
   auto walk = [&](auto& self, auto& sub) -> void {
     using U = std::remove_cvref_t<decltype(sub)>;
-    const auto& rec = def.nodes()[pos];
+    const std::size_t here = pos;
+    const auto& rec = def.nodes()[here];
     if (rec.kind == node_kind::leaf) {
       ++pos;
       out.push_back(ptr(&sub));
       return;
     }
+    const auto prefix_kind = [&] { return detail::kind_name(rec.kind, rec.info); };
     if constexpr (!detail::is_node<U>) {
-      throw detail::structure_mismatch{{}, 1, "a node in the prefix but a leaf in the tree"};
+      detail::throw_kind_mismatch(prefix_kind(), "leaf", 1);
     } else if constexpr (detail::optional_node<U>) {
       if (rec.kind == node_kind::none) {
-        if (sub.has_value())
-          throw detail::structure_mismatch{{}, 1, "None in the prefix but a value in the tree"};
+        if (sub.has_value()) detail::throw_none_mismatch(true, 1);
         ++pos;
         return;
       }
-      if (!sub.has_value())
-        throw detail::structure_mismatch{{}, 1, "a value in the prefix but None in the tree"};
+      if (!sub.has_value()) detail::throw_none_mismatch(false, 1);
       self(self, *sub);
     } else {
       if (rec.kind != node_traits<U>::kind || rec.info != detail::info_of<U>())
-        throw detail::structure_mismatch{
-            {}, 1, "a node of another kind in the tree", detail::kind_name<U>() + " in the tree"};
-      std::size_t arity = 0;
-      if constexpr (detail::static_node<U>)
-        arity = node_traits<U>::arity;
-      else if constexpr (detail::dict_node<U>)
-        arity = sub.size();
-      else
-        arity = node_traits<U>::size(sub);
-      if (arity != rec.arity)
-        throw detail::structure_mismatch{{},
-                                         1,
-                                         "different numbers of children",
-                                         std::to_string(rec.arity) + " in the prefix, " +
-                                             std::to_string(arity) + " in the tree"};
+        detail::throw_kind_mismatch(prefix_kind(), detail::kind_name<U>(), 1);
+      const std::size_t arity = detail::arity_of(sub);
+      if (arity != rec.arity) detail::throw_length_mismatch(prefix_kind(), rec.arity, arity, 1);
       if constexpr (detail::dict_node<U>) {
-        auto keys = def.dict_keys_at(pos);
+        const auto keys = def.dict_keys_at(here);
         std::size_t k = 0;
-        for (const auto& kv : sub)
-          if (!(keys[k++] == detail::dict_key_of(kv.first)))
-            throw detail::structure_mismatch{{}, 1, "different key sets of dict"};
+        for (const auto& kv : detail::dict_entries(sub)) {
+          if (!(keys[k++] == detail::dict_key_of(kv.first))) {
+            detail::throw_keys_mismatch(detail::describe_keys(keys), detail::describe_keys(sub), 1);
+          }
+        }
+      }
+      if constexpr (detail::has_static_fields<U>) {
+        if (!detail::node_data_matches(def.node_data_at(here), sub)) {
+          std::ostringstream stored;
+          if (const auto* data = def.node_data_at(here)) data->print(stored);
+          detail::throw_static_fields_mismatch(detail::kind_name<U>(), stored.str(),
+                                               detail::static_values_text(sub), 1);
+        }
       }
       ++pos;
       detail::zip_children(
@@ -370,37 +401,12 @@ auto tree_flatten_up_to(const TreeDef<T>& def, Tree& tree) {
   try {
     walk(walk, tree);
   } catch (detail::structure_mismatch& e) {
-    KeyPath path(e.reversed_path.rbegin(), e.reversed_path.rend());
-    throw tree_error("grove::tree_flatten_up_to: pytree structure error: " + e.what + " at " +
-                     (path.empty() ? std::string("the root") : "key path " + keystr(path)) +
-                     (e.detail.empty() ? "" : ": " + e.detail) + "\n  prefix: " + def.str() +
+    throw tree_error(detail::mismatch_message("grove::tree_flatten_up_to", e, true) +
+                     "\n  prefix: " + def.str() +
                      "\n  tree:   " + detail::structure_of(detail::no_leaf_pred{}, tree).str());
   }
   return out;
 }
-
-/// A TreeDef that remembers the C++ type T it describes, so that unflatten gives back a T.
-template <class T>
-class TreeDef : public TreeDef<> {
- public:
-  TreeDef() = default;
-  explicit TreeDef(TreeDef<> structure) : TreeDef<>(std::move(structure)) {}
-
-  template <class Leaves>
-  auto unflatten(const Leaves& leaves) const {
-    return tree_unflatten(*this, leaves);
-  }
-  template <class Tree>
-  auto flatten_up_to(Tree& tree) const {
-    return tree_flatten_up_to(*this, tree);
-  }
-  /// inner put at every leaf of this structure, typed: rebind_leaves_t<T, U>.
-  template <class U>
-  TreeDef<rebind_leaves_t<T, U>> compose(const TreeDef<U>& inner) const {
-    return TreeDef<rebind_leaves_t<T, U>>(TreeDef<>::compose(inner));
-  }
-  using TreeDef<>::compose;
-};
 
 /// Turns a tree with structure outer.compose(inner) into one with structure inner.compose(outer)
 /// (jax.tree_util.tree_transpose): a list of pairs becomes a pair of lists.

@@ -7,8 +7,10 @@
 #include <sstream>
 #include <string>
 #include <type_traits>
+#include <utility>
 
-#include "grove/tree/detail/walk.hpp"
+#include "grove/tree/detail/node_data.hpp"
+#include "grove/tree/detail/prefix.hpp"
 #include "grove/tree/node_traits.hpp"
 
 namespace grove {
@@ -109,6 +111,15 @@ void write_tree(std::ostream& os, const T& t) {
           ::grove::detail::write_tree(os, child);
         },
         t);
+    if constexpr (has_static_fields<T>) {
+      // Static fields follow the leaf fields, as a dataclass's repr shows every field.
+      [&]<std::size_t... J>(std::index_sequence<J...>) {
+        ((os << (n++ ? ", " : "") << info->static_fields[J] << '=',
+          ::grove::detail::write_static_value(os, ::grove::detail::static_at<T, J>(t))),
+         ...);
+      }
+      (std::make_index_sequence<num_static_v<T>>{});
+    }
     if (kind == node_kind::tuple)
       os << (n == 1 ? ",)" : ")");
     else if (kind == node_kind::list)
@@ -123,7 +134,9 @@ void write_tree(std::ostream& os, const T& t) {
 }  // namespace detail
 
 /// The tree in Python's notation: tuples `(1, 2)`, lists `[...]`, dicts `{'a': ...}`, None,
-/// registered structs `Point(x=1, y=2)`, arrays as `float32[3,4]`, other leaves with operator<<.
+/// registered structs `Point(x=1, y=2)` (static fields after the leaf fields:
+/// `Conv(w=float32[3], name='conv1', stride=2)`), arrays as `float32[3,4]`, other leaves with
+/// operator<<.
 template <class Tree>
 std::string to_string(const Tree& tree) {
   std::ostringstream os;

@@ -86,46 +86,12 @@ Eigen::Index leaf_size(const Leaf& leaf) {
 
 // --- hashing -------------------------------------------------------------------------------------
 
-// 64-bit FNV-1a over words, finished with a murmur3 mix: cheap, no allocation, the same on every
-// machine (it hashes names and numbers, never addresses).
-struct Hasher {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  void mix(std::uint64_t v) {
-    h ^= v;
-    h *= 0x100000001b3ull;
-    h ^= h >> 31;
-  }
-  void mix(std::string_view s) {
-    mix(s.size());
-    std::uint64_t w = 0;
-    std::size_t k = 0;
-    for (char c : s) {
-      w = (w << 8) | static_cast<unsigned char>(c);
-      if (++k == 8) {
-        mix(w);
-        w = 0;
-        k = 0;
-      }
-    }
-    if (k) mix(w);
-  }
-  std::uint64_t value() const {
-    std::uint64_t x = h;
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return x;
-  }
-};
+// The tree core's structure hasher (FNV-1a over words with a murmur3 finish): cheap, no
+// allocation, the same on every machine (it hashes names and numbers, never addresses).
+using Hasher = grove::detail::structure_hasher;
 
 enum : std::uint64_t {
   mark_leaf = 0x4c45'4146'0000'0000ull,
-  mark_node = 0x4e4f'4445'0000'0000ull,
-  mark_end = 0x454e'4400'0000'0000ull,
-  mark_none = 0x4e4f'4e45'0000'0000ull,
-  mark_key = 0x4b45'5900'0000'0000ull,
 };
 
 // The length of the leaf's contiguous runs when they are not the whole leaf (a Map or Ref with
@@ -159,48 +125,12 @@ void hash_leaf(Hasher& h, const L& leaf) {
   }
 }
 
-template <class K>
-void hash_key(Hasher& h, const K& key) {
-  if constexpr (std::is_integral_v<K>) {
-    h.mix(mark_key | 'i');
-    h.mix(static_cast<std::uint64_t>(key));
-  } else {
-    h.mix(mark_key | 's');
-    h.mix(std::string_view(key));
-  }
-}
-
-// The structure (kinds, arities, names, dict keys, None) and every leaf's type and shape.
+// The structure (TreeDef::hash of the tree's structure: kinds, arities, registered names, dict
+// keys, None, static fields), then every leaf's type and shape in leaf order.
 template <class T>
 void hash_tree(Hasher& h, const T& t) {
-  if constexpr (!grove::detail::is_node<T>) {
-    hash_leaf(h, t);
-  } else if constexpr (grove::detail::optional_node<T>) {
-    if (t.has_value())
-      hash_tree(h, *t);
-    else
-      h.mix(mark_none);
-  } else {
-    h.mix(mark_node | static_cast<std::uint64_t>(grove::node_traits<T>::kind));
-    if constexpr (grove::node_traits<T>::kind == grove::node_kind::custom)
-      h.mix(grove::detail::info_of<T>()->name);  // the registered name, never an address
-    std::uint64_t count = 0;
-    if constexpr (grove::detail::dict_node<T>) {
-      for (const auto& kv : t) {
-        hash_key(h, kv.first);
-        hash_tree(h, kv.second);
-        ++count;
-      }
-    } else {
-      grove::detail::zip_children(
-          [&](auto, const auto& child) {
-            hash_tree(h, child);
-            ++count;
-          },
-          t);
-    }
-    h.mix(mark_end | count);
-  }
+  h.mix(grove::detail::structure_hash(t));
+  grove::tree_for_each([&](const auto& leaf) { hash_leaf(h, leaf); }, t);
 }
 
 // --- what the devices agree on -------------------------------------------------------------------
