@@ -12,10 +12,34 @@ set(_hostile_src ${PROJECT_SOURCE_DIR}/tests/hostile)
 add_executable(hostile_inputs ${_hostile_src}/make_inputs.cpp)
 target_link_libraries(hostile_inputs PRIVATE grove_warnings ZLIB::ZLIB nlohmann_json::nlohmann_json)
 
+# The train_mlp the cases run. In a sanitized build (GROVE_SANITIZE) it is a copy built with
+# AddressSanitizer and UBSan, so that the cases also check for memory errors on these paths; the
+# virtual-memory ceilings are dropped there (ASan reserves terabytes of address space), and
+# LeakSanitizer is off under MPI (Open MPI's plugins leave allocations it cannot attribute; see
+# tests/parallel.cmake).
+set(_hostile_train train_mlp)
+set(_hostile_asan)
+if(TARGET grove_sanitize)
+  set(_hostile_train train_mlp_sanitized)
+  add_executable(train_mlp_sanitized train_mlp.cpp)
+  get_target_property(_libraries train_mlp LINK_LIBRARIES)
+  get_target_property(_definitions train_mlp COMPILE_DEFINITIONS)
+  get_target_property(_options train_mlp COMPILE_OPTIONS)
+  target_link_libraries(train_mlp_sanitized PRIVATE ${_libraries} grove_sanitize)
+  if(_definitions)
+    target_compile_definitions(train_mlp_sanitized PRIVATE ${_definitions})
+  endif()
+  if(_options)
+    target_compile_options(train_mlp_sanitized PRIVATE ${_options})
+  endif()
+  target_link_libraries(hostile_inputs PRIVATE grove_sanitize)
+  set(_hostile_asan "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1")
+endif()
+
 set(_hostile ${CMAKE_CURRENT_BINARY_DIR}/hostile)
 add_test(NAME train_mlp_hostile_setup
          COMMAND ${CMAKE_COMMAND} -DINPUTS=$<TARGET_FILE:hostile_inputs>
-                 -DTRAIN=$<TARGET_FILE:train_mlp> -DWORK_DIR=${_hostile}
+                 -DTRAIN=$<TARGET_FILE:${_hostile_train}> -DWORK_DIR=${_hostile}
                  -P ${_hostile_src}/setup.cmake)
 set_tests_properties(train_mlp_hostile_setup PROPERTIES FIXTURES_SETUP train_mlp_hostile TIMEOUT 120)
 
@@ -39,7 +63,10 @@ function(grove_train_mlp_hostile name)
   if(NOT arg_WATCH)
     set(arg_WATCH ${_hostile}/inputs)
   endif()
-  string(JOIN "|" command ${arg_LAUNCH} $<TARGET_FILE:train_mlp> ${args})
+  if(TARGET grove_sanitize)
+    set(arg_MEMORY_KIB)
+  endif()
+  string(JOIN "|" command ${arg_LAUNCH} $<TARGET_FILE:${_hostile_train}> ${args})
   add_test(NAME train_mlp_hostile_${name}
            COMMAND ${CMAKE_COMMAND} "-DCOMMAND=${command}" -DEXPECT_RC=${arg_EXIT}
                    "-DEXPECT=${arg_EXPECT}" "-DFORBID=${arg_FORBID}" -DWATCH=${arg_WATCH}
@@ -160,7 +187,7 @@ if(GROVE_MPI)
     if(ARGC GREATER 4)
       set(rc ${ARGV4})
     endif()
-    set(common $<TARGET_FILE:train_mlp> --layers 784,16,10 --threads 1)
+    set(common $<TARGET_FILE:${_hostile_train}> --layers 784,16,10 --threads 1)
     string(REPLACE "," ";" a "${a}")
     string(REPLACE "," ";" b "${b}")
     if(NOT "--data" IN_LIST a)
@@ -174,7 +201,7 @@ if(GROVE_MPI)
                      -P ${_hostile_src}/run_case.cmake)
     set_tests_properties(train_mlp_hostile_mpi_${name} PROPERTIES
                          FIXTURES_REQUIRED train_mlp_hostile TIMEOUT 120 PROCESSORS 2
-                         ENVIRONMENT "${GROVE_MPI_TEST_ENV};OMP_WAIT_POLICY=PASSIVE")
+                         ENVIRONMENT "${GROVE_MPI_TEST_ENV};OMP_WAIT_POLICY=PASSIVE;${_hostile_asan}")
   endfunction()
   grove_train_mlp_ranks_disagree(epochs "--epochs: rank 0 has 1, rank 1 has 2" "--epochs,1" "--epochs,2")
   grove_train_mlp_ranks_disagree(batch_size "--batch-size: rank 0 has 16, rank 1 has 32"
