@@ -86,7 +86,10 @@ add_executable(test_hostile test_hostile.cpp $<TARGET_OBJECTS:grove_catch_main>)
 target_link_libraries(test_hostile PRIVATE grove::grove grove_warnings grove_catch_main
                                            nlohmann_json::nlohmann_json ZLIB::ZLIB)
 add_test(NAME test_hostile COMMAND test_hostile "~[bomb]")
-set_tests_properties(test_hostile PROPERTIES TIMEOUT 120)
+set_tests_properties(test_hostile PROPERTIES TIMEOUT 300)
+if(GROVE_SANITIZE)
+  target_compile_definitions(test_hostile PRIVATE GROVE_HOSTILE_TIME_SCALE=8)
+endif()
 set(GROVE_HOSTILE_MEMORY_KIB 900000 CACHE STRING
     "The virtual memory ceiling (KiB) of the hostile-input bomb tests")
 if(GROVE_SANITIZE)
@@ -96,4 +99,4 @@ else()
            COMMAND sh -c "ulimit -v ${GROVE_HOSTILE_MEMORY_KIB} && exec \"$0\" \"[bomb]\""
                    $<TARGET_FILE:test_hostile>)
 endif()
-set_tests_properties(test_hostile_bombs PROPERTIES TIMEOUT 120)
+set_tests_properties(test_hostile_bombs PROPERTIES TIMEOUT 300)
