@@ -13,6 +13,8 @@ if(GROVE_MPI)
   target_link_libraries(train_mlp PRIVATE MPI::MPI_CXX)
   target_compile_definitions(train_mlp PRIVATE GROVE_TRAIN_MLP_MPI=1)
 endif()
+# Hostile and unlucky input, on small crafted datasets (no Fashion-MNIST needed).
+include(hostile.cmake)
 
 # --- tests of train_mlp itself, with the tests, when Fashion-MNIST is installed -----------------
 set(_grove_fmnist /usr/share/datasets/fashion-mnist)

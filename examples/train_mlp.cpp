@@ -17,8 +17,11 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -31,6 +34,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -148,6 +152,22 @@ std::string history_text(const std::vector<EpochMetrics>& rows) {
   return s;
 }
 
+// One line of the history, "EPOCH,TRAIN_LOSS,TEST_LOSS,TEST_ACCURACY": every field whole (an
+// epoch that overflows an int is malformed, not wrapped) and every number finite.
+bool parse_history_line(std::string_view line, EpochMetrics& r) {
+  auto field = [&](auto& out) {
+    const auto comma = std::min(line.find(','), line.size());
+    const auto [end, ec] = std::from_chars(line.data(), line.data() + comma, out);
+    const bool ok = ec == std::errc() && end == line.data() + comma;
+    line.remove_prefix(std::min(comma + 1, line.size()));
+    return ok && comma > 0;
+  };
+  const bool ok = field(r.epoch) && field(r.train_loss) && field(r.test_loss) &&
+                  field(r.test_accuracy) && line.empty();
+  return ok && std::isfinite(r.train_loss) && std::isfinite(r.test_loss) &&
+         std::isfinite(r.test_accuracy);
+}
+
 std::vector<EpochMetrics> parse_history(const std::string& file, const std::string& text,
                                         std::int64_t epochs) {
   std::vector<EpochMetrics> rows;
@@ -155,12 +175,11 @@ std::vector<EpochMetrics> parse_history(const std::string& file, const std::stri
   std::string line;
   while (std::getline(lines, line)) {
     EpochMetrics r{};
-    char tail = 0;
-    if (std::sscanf(line.c_str(), "%d,%lf,%lf,%lf%c", &r.epoch, &r.train_loss, &r.test_loss,
-                    &r.test_accuracy, &tail) != 4 ||
-        r.epoch != static_cast<int>(rows.size()) + 1)
+    if (!parse_history_line(line, r) || r.epoch != static_cast<int>(rows.size()) + 1 ||
+        static_cast<std::int64_t>(rows.size()) >= epochs)
       throw io::format_error("train_mlp --resume", file,
-                             std::string(kHistoryKey) + " has a malformed line `" + line + "`");
+                             std::string(kHistoryKey) + " has a malformed line `" +
+                                 line.substr(0, 64) + (line.size() > 64 ? "...`" : "`"));
     rows.push_back(r);
   }
   if (static_cast<std::int64_t>(rows.size()) != epochs)
@@ -176,7 +195,9 @@ void check_settings(const std::string& file, const io::metadata& saved,
   std::string differences;
   for (const auto& [key, value] : wanted) {
     const auto it = saved.find(key);
-    const std::string flag = "--" + key.substr(key.find('.') + 1);
+    // The flag as it is spelled: train_mlp.batch_size is --batch-size.
+    std::string flag = "--" + key.substr(key.find('.') + 1);
+    std::replace(flag.begin(), flag.end(), '_', '-');
     if (it == saved.end())
       differences += "\n  " + flag + ": not recorded (the file was not written by train_mlp)";
     else if (it->second != value)
@@ -235,6 +256,30 @@ float solo_step(const Opt& optimizer, State& state, Params& params, const auto& 
     optimizer.step(params, work.grads, state);
     return loss;
   }
+}
+
+// What resuming relies on, beyond the settings and the structure: train_mlp saves after each
+// epoch, so a checkpoint of its own is at an epoch in [1, --epochs], and its optimizer has taken
+// exactly that many epochs of steps (the learning-rate schedule and Adam's bias correction read
+// the count). A crafted file that says otherwise is refused, not trained from.
+void check_resumed_state(const Options& o, Eigen::Index examples, std::int64_t epoch,
+                         std::int64_t count) {
+  if (epoch < 1)
+    throw io::format_error("train_mlp --resume", o.resume,
+                           "the checkpoint is at epoch " + std::to_string(epoch) +
+                               "; train_mlp saves after each epoch, so its checkpoints are at "
+                               "epoch 1 or later");
+  if (epoch > o.epochs)
+    throw std::invalid_argument("--resume " + o.resume + ": the checkpoint is at epoch " +
+                                std::to_string(epoch) + ", beyond --epochs " +
+                                std::to_string(o.epochs));
+  const Eigen::Index batch = std::min<Eigen::Index>(o.batch_size, examples);
+  const std::int64_t steps = (examples + batch - 1) / batch;
+  if (count != epoch * steps)
+    throw io::format_error("train_mlp --resume", o.resume,
+                           "the optimizer's step count is " + std::to_string(count) + ", but " +
+                               std::to_string(epoch) + " epochs of " + std::to_string(steps) +
+                               " steps make " + std::to_string(epoch * steps));
 }
 
 // Epochs start.epochs_done + 1 .. --epochs on this device. Returns the exit status (the same on
@@ -299,6 +344,13 @@ int train_epochs(const Setup& setup, const Opt& optimizer, Start<State> start, C
 
     const auto [test_loss, test_accuracy] =
         nn::evaluate(params, test_set.images, test_set.labels, work.ws);
+    if (!std::isfinite(test_loss) || !std::isfinite(test_accuracy)) {
+      // The last update made the loss non-finite: nothing of this epoch is printed or written.
+      // Thrown, so that under MPI the ranks waiting for this one are ended too.
+      if (tty) bar.clear();
+      throw std::runtime_error("the test loss is " + exact(test_loss) + " after epoch " +
+                               std::to_string(epoch) + ": the loss diverged (try a smaller --lr)");
+    }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     total_seconds += seconds;
@@ -349,10 +401,7 @@ int train(const Setup& setup, const Opt& optimizer, const Placement& where) {
       throw io::format_error(
           "train_mlp --resume", o.resume,
           "its random key is not the one --seed " + std::to_string(o.seed) + " gives");
-    if (saved.epoch < 0 || saved.epoch > o.epochs)
-      throw std::invalid_argument("--resume " + o.resume + ": the checkpoint is at epoch " +
-                                  std::to_string(saved.epoch) + ", beyond --epochs " +
-                                  std::to_string(o.epochs));
+    check_resumed_state(o, setup.data.train.size(), saved.epoch, saved.opt_state.count);
     const auto it = meta.find(kHistoryKey);
     start.history = parse_history(o.resume, it == meta.end() ? "" : it->second, saved.epoch);
     start.params = std::move(saved.params);
@@ -395,6 +444,234 @@ int train(const Setup& setup, const Opt& optimizer, const Placement& where) {
   return status[0];
 }
 
+// --- hostile and unlucky input -------------------------------------------------------------------
+//
+// What train_mlp checks before it trains, so that a bad flag, a bad file or a bad dataset is
+// reported as what it is (exit 2 for a flag, 1 for a file), never as a crash, a hang or a run
+// that diverges for a reason it does not say.
+
+// A floating-point option: a finite number (CLI11 lets "nan" and "inf" through its range checks,
+// which NaN passes by failing every comparison).
+CLI::Validator finite_number() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const double v = std::strtod(text.c_str(), &end);
+        if (text.empty() || *end != '\0' || !std::isfinite(v) || errno == ERANGE)
+          return "must be a finite number, got " + text.substr(0, 64);
+        return {};
+      },
+      "FINITE");
+}
+
+// An unsigned option: decimal digits only (CLI11 reads "-1" into an unsigned as 2^64 - 1).
+CLI::Validator decimal_digits() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
+          return "must be a non-negative decimal integer, got " + text.substr(0, 64);
+        return {};
+      },
+      "UINT");
+}
+
+// The most threads or local devices a process may ask for: beyond this, OpenMP runtimes fail
+// with their own messages or crash.
+constexpr int kMaxThreads = 1024;
+// The widest layer and the most parameters --layers may ask for, checked before anything is
+// allocated.
+constexpr Eigen::Index kMaxWidth = Eigen::Index{1} << 20;
+constexpr std::int64_t kMaxParameters = std::int64_t{1} << 28;
+
+// --layers: positive decimal widths separated by single commas ("784,,10" is an error, not
+// 784-10). Returns what is wrong, or an empty string.
+std::string parse_layers(const std::string& text, std::vector<Eigen::Index>& layers) {
+  const std::string shown = text.substr(0, 64) + (text.size() > 64 ? "..." : "");
+  layers.clear();
+  std::size_t at = 0;
+  for (;;) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    const std::string field = text.substr(at, comma - at);
+    if (field.empty() || field.find_first_not_of("0123456789") != std::string::npos)
+      return "--layers " + shown + ": expected positive widths separated by commas, got \"" +
+             field.substr(0, 64) + "\" at position " + std::to_string(layers.size() + 1);
+    long long width = 0;
+    const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), width);
+    (void)end;
+    if (ec != std::errc() || width <= 0 || width > kMaxWidth)
+      return "--layers " + shown + ": width " + field.substr(0, 64) + " is not in [1, " +
+             std::to_string(kMaxWidth) + "]";
+    layers.push_back(static_cast<Eigen::Index>(width));
+    if (comma == text.size()) break;
+    at = comma + 1;
+  }
+  std::int64_t parameters = 0;
+  for (std::size_t i = 1; i < layers.size(); ++i)
+    parameters += static_cast<std::int64_t>(layers[i - 1] + 1) * layers[i];
+  if (parameters > kMaxParameters)
+    return "--layers " + shown + ": " + std::to_string(parameters) + " parameters, more than " +
+           std::to_string(kMaxParameters);
+  return {};
+}
+
+// --threads and --devices within what an OpenMP runtime can start. Returns what is wrong.
+std::string resource_problem(const Options& o) {
+  if (o.threads > kMaxThreads)
+    return "--threads " + std::to_string(o.threads) + ": at most " + std::to_string(kMaxThreads);
+  if (o.devices > kMaxThreads)
+    return "--devices " + std::to_string(o.devices) + ": at most " + std::to_string(kMaxThreads);
+  return {};
+}
+
+// Why --data cannot be the dataset directory, or an empty string.
+std::string data_directory_problem(const std::string& dir) {
+  std::error_code ec;
+  const auto st = fs::status(dir, ec);
+  if (!fs::exists(st)) return "the data directory " + dir + " does not exist";
+  if (!fs::is_directory(st))
+    return "--data " + dir + " is not a directory (" +
+           (fs::is_regular_file(st) ? std::string("a regular file")
+                                    : std::string("a special file")) +
+           "): pass the directory that holds the four IDX files";
+  return {};
+}
+
+// Why --save or --metrics (`flag`) cannot be written, before any epoch is trained: its directory
+// is missing or not writable, or the path is something grove::io does not replace (a directory,
+// a device, a FIFO, a link to one of those or to nothing). Empty when it can be written.
+std::string output_problem(const char* flag, const std::string& output) {
+  std::error_code ec;
+  const fs::path file(output);
+  const std::string who = std::string(flag) + " " + output;
+  const auto link = fs::symlink_status(file, ec);
+  if (fs::exists(link)) {
+    const auto st = fs::status(file, ec);
+    if (!fs::exists(st))
+      return who + ": a symbolic link to nothing; grove replaces only regular files";
+    if (fs::is_directory(st)) return who + ": it is a directory";
+    if (!fs::is_regular_file(st))
+      return who +
+             ": it is a special file (a device, a FIFO or a socket), and grove replaces only "
+             "regular files";
+  }
+  const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
+  if (!fs::is_directory(dir, ec) || ::access(dir.c_str(), W_OK) != 0)
+    return who + ": cannot write in the directory " + dir.string();
+  return {};
+}
+
+// What must hold of the dataset before training: images to train on and to test on, pixels in
+// each, as many as --layers expects. Empty when it holds.
+std::string dataset_problem(const io::MnistSplits<float>& data, const Options& o) {
+  const auto& [train, test] = data;
+  const std::string dir = "--data " + o.data + ": ";
+  if (train.size() == 0) return dir + "the training set has no images";
+  if (test.size() == 0) return dir + "the test set has no images";
+  if (train.images.rows() == 0) return dir + "the images have no pixels";
+  if (train.images.rows() != test.images.rows())
+    return dir + "the training images have " + std::to_string(train.images.rows()) +
+           " pixels, the test images " + std::to_string(test.images.rows());
+  if (train.images.rows() != o.layers.front())
+    return dir + "the images have " + std::to_string(train.images.rows()) +
+           " pixels, but --layers starts with " + std::to_string(o.layers.front());
+  return {};
+}
+
+// Standardizing divides by the training pixels' standard deviation: it must be positive.
+std::string standardize_problem(double mean, double sd) {
+  if (!(sd > 0) || !std::isfinite(sd))
+    return "the training images all have the same pixel value (" + exact(mean) +
+           "): their standard deviation is 0, so they cannot be standardized (pass "
+           "--no-standardize, or check the data)";
+  return {};
+}
+
+// A failure before training that may be this rank's alone (a file it cannot read). Rank 0 has
+// printed the message already; another rank prints its own, since it may be the only one that
+// failed. Under MPI the other ranks would wait for this one in their first collective, so all
+// are ended.
+int fail_alone(int status, int rank, int ranks, const std::string& message) {
+  if (rank != 0) std::fprintf(stderr, "train_mlp (rank %d): %s\n", rank, message.c_str());
+#if defined(GROVE_TRAIN_MLP_MPI)
+  if (ranks > 1) {
+    std::fflush(stderr);
+    grove::mpi::Environment::abort(status);
+  }
+#else
+  (void)ranks;
+#endif
+  return status;
+}
+
+#if defined(GROVE_TRAIN_MLP_MPI)
+// The settings every MPI rank must share, as (flag, value) pairs: those that decide what each
+// rank computes, and the sizes of the dataset it read. A flag added to train_mlp that changes the
+// computation belongs here too.
+std::vector<std::pair<std::string, std::string>> shared_settings(
+    const Options& o, double lr, const io::MnistSplits<float>& data) {
+  return {{"--epochs", std::to_string(o.epochs)},
+          {"--batch-size", std::to_string(o.batch_size)},
+          {"--data", o.data},
+          {"--seed", std::to_string(o.seed)},
+          {"--lr", exact(lr)},
+          {"--lr-decay", exact(o.lr_decay)},
+          {"--optimizer", o.optimizer},
+          {"--standardize", o.standardize ? "yes" : "no (--no-standardize)"},
+          {"--layers", layers_text(o.layers)},
+          {"--resume", o.resume.empty() ? "none" : o.resume},
+          {"training images", std::to_string(data.train.size())},
+          {"test images", std::to_string(data.test.size())},
+          {"pixels per image", std::to_string(data.train.images.rows())}};
+}
+
+// Every rank gathers every rank's settings (one allgather of their text) and compares them, so
+// that all of them see the same disagreements. Returns them, one line each, naming the setting,
+// a rank that differs from rank 0 and both values; empty when all agree.
+std::string settings_disagreement(grove::mpi::Communicator& comm,
+                                  const std::vector<std::pair<std::string, std::string>>& mine) {
+  std::string text;
+  for (const auto& [flag, value] : mine) {
+    text += value;
+    text += '\0';
+  }
+  const int size = comm.size();
+  int length = static_cast<int>(text.size());
+  std::vector<int> lengths(static_cast<std::size_t>(size));
+  MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm.native());
+  std::vector<int> starts(static_cast<std::size_t>(size), 0);
+  for (int r = 1; r < size; ++r)
+    starts[static_cast<std::size_t>(r)] =
+        starts[static_cast<std::size_t>(r - 1)] + lengths[static_cast<std::size_t>(r - 1)];
+  std::string all(static_cast<std::size_t>(starts.back() + lengths.back()), '\0');
+  MPI_Allgatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(), starts.data(), MPI_CHAR,
+                 comm.native());
+  auto values_of = [&](int r) {
+    std::vector<std::string> values;
+    std::string_view rest(all.data() + starts[static_cast<std::size_t>(r)],
+                          static_cast<std::size_t>(lengths[static_cast<std::size_t>(r)]));
+    for (std::size_t nul; (nul = rest.find('\0')) != std::string_view::npos;) {
+      values.emplace_back(rest.substr(0, nul));
+      rest.remove_prefix(nul + 1);
+    }
+    return values;
+  };
+  const auto first = values_of(0);
+  std::string problems;
+  for (int r = 1; r < size; ++r) {
+    const auto other = values_of(r);
+    for (std::size_t i = 0; i < mine.size(); ++i) {
+      const std::string a = i < first.size() ? first[i] : "?";
+      const std::string b = i < other.size() ? other[i] : "?";
+      if (a != b)
+        problems += "\n  " + mine[i].first + ": rank 0 has " + a.substr(0, 64) + ", rank " +
+                    std::to_string(r) + " has " + b.substr(0, 64);
+    }
+  }
+  return problems;
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -426,16 +703,23 @@ int main(int argc, char** argv) {
       "of `mpirun -np N train_mlp ...`. The same --seed and --threads give the same numbers run\n"
       "after run.",
       "train_mlp"};
+  // grove's convention for programs: "train_mlp: message" on standard error.
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return std::string("train_mlp: ") + e.what() + "\nRun with --help for more information.\n";
+  });
+  std::string layers_flag = layers_text(o.layers);
+  std::replace(layers_flag.begin(), layers_flag.end(), '-', ',');
   app.add_option("--data", o.data,
                  "Directory with train-images-idx3-ubyte, train-labels-idx1-ubyte, "
                  "t10k-images-idx3-ubyte and "
                  "t10k-labels-idx1-ubyte (each .gz or plain); Debian's dataset-fashion-mnist "
                  "installs them here")
       ->capture_default_str();
-  app.add_option("--layers", o.layers,
+  // A string, parsed by parse_layers: CLI11's vector option would drop empty fields and append
+  // the widths of a repeated --layers.
+  app.add_option("--layers", layers_flag,
                  "Layer sizes from the 784 inputs to the 10 classes, comma-separated (hidden "
                  "layers use swish)")
-      ->delimiter(',')
       ->capture_default_str();
   app.add_option("--epochs", o.epochs, "Passes over the training set (in all, when resuming)")
       ->check(CLI::PositiveNumber)
@@ -450,11 +734,13 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--lr", o.lr,
                  "Initial learning rate [default: adam 0.001, momentum 0.03, sgd 0.3]")
+      ->check(finite_number())
       ->check(CLI::PositiveNumber);
   app.add_option("--lr-decay", o.lr_decay,
                  "Learning-rate decay per epoch: lr * decay^(step / steps_per_epoch), "
                  "optax.exponential_decay; "
                  "1 keeps it constant")
+      ->check(finite_number())
       ->check(CLI::Range(1e-6, 1.0))
       ->capture_default_str();
   app.add_flag("--standardize,!--no-standardize", o.standardize,
@@ -462,6 +748,7 @@ int main(int argc, char** argv) {
                "default), or leave them in [0, 1]");
   app.add_option("--seed", o.seed,
                  "Seed of the key that initialises the network and shuffles the batches")
+      ->check(decimal_digits())
       ->capture_default_str();
   app.add_option("--threads", o.threads,
                  "Threads this process computes with, shared by its devices; 0: all cores "
@@ -488,8 +775,9 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // Every rank parsed the same arguments and returns the same status; only rank 0 speaks.
-    if (rank == 0) return app.exit(e);
-    return e.get_exit_code();
+    // --help succeeds; anything else is a usage error, status 2 (not CLI11's own codes).
+    const int status = rank == 0 ? app.exit(e) : e.get_exit_code();
+    return status == 0 ? 0 : 2;
   }
 
   auto fail = [&](const char* format, auto... args) {
@@ -499,6 +787,10 @@ int main(int argc, char** argv) {
     }
     return 2;
   };
+  if (const auto problem = parse_layers(layers_flag, o.layers); !problem.empty())
+    return fail("%s\n", problem.c_str());
+  if (const auto problem = resource_problem(o); !problem.empty())
+    return fail("%s\n", problem.c_str());
   if (o.layers.size() < 2 || o.layers.front() != 784 || o.layers.back() != 10)
     return fail("--layers must start with 784 (the pixels) and end with 10 (the classes), got %s\n",
                 layers_text(o.layers).c_str());
@@ -545,26 +837,26 @@ int main(int argc, char** argv) {
   }
 #endif
 
-  std::error_code ec;
-  if (!fs::is_directory(o.data, ec)) {
-    fail(
-        "the data directory %s does not exist.\n"
-        "Install Fashion-MNIST with the Debian package %s (sudo apt-get install %s),\n"
-        "or pass --data DIR with train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz,\n"
-        "t10k-images-idx3-ubyte.gz and t10k-labels-idx1-ubyte.gz.\n",
-        o.data.c_str(), kPackage, kPackage);
-    return 1;
+  if (const auto problem = data_directory_problem(o.data); !problem.empty()) {
+    if (problem.ends_with("does not exist"))
+      fail(
+          "%s.\n"
+          "Install Fashion-MNIST with the Debian package %s (sudo apt-get install %s),\n"
+          "or pass --data DIR with train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz,\n"
+          "t10k-images-idx3-ubyte.gz and t10k-labels-idx1-ubyte.gz.\n",
+          problem.c_str(), kPackage, kPackage);
+    else
+      fail("%s\n", problem.c_str());
+    return fail_alone(1, rank, ranks, problem);
   }
   if (rank == 0) {
     // Fail now, not after the first epoch, when an output file cannot be written.
     for (const auto* output : {&o.metrics, &o.save}) {
       if (output->empty()) continue;
-      const fs::path file(*output);
-      const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
-      if (!fs::is_directory(dir, ec) || ::access(dir.c_str(), W_OK) != 0) {
-        std::fprintf(stderr, "train_mlp: %s %s: cannot write in the directory %s\n",
-                     output == &o.save ? "--save" : "--metrics", output->c_str(), dir.c_str());
-        return 1;
+      const auto problem = output_problem(output == &o.save ? "--save" : "--metrics", *output);
+      if (!problem.empty()) {
+        std::fprintf(stderr, "train_mlp: %s\n", problem.c_str());
+        return fail_alone(1, rank, ranks, problem);
       }
     }
   }
@@ -581,15 +873,25 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "Fashion-MNIST comes with the Debian package %s (sudo apt-get install %s).\n",
                    kPackage, kPackage);
-    return 1;
+    return fail_alone(1, rank, ranks, e.what());
   } catch (const std::exception& e) {
     fail("%s\n", e.what());
-    return 1;
+    return fail_alone(1, rank, ranks, e.what());
+  }
+  if (const auto problem = dataset_problem(data, o); !problem.empty()) {
+    if (rank == 0) std::printf("\n");
+    fail("%s\n", problem.c_str());
+    return fail_alone(1, rank, ranks, problem);
   }
   if (o.standardize) {
     // One mean and one standard deviation for all pixels, from the training set only.
     const double mean = data.train.images.cast<double>().mean();
     const double sd = std::sqrt((data.train.images.cast<double>().array() - mean).square().mean());
+    if (const auto problem = standardize_problem(mean, sd); !problem.empty()) {
+      if (rank == 0) std::printf("\n");
+      fail("%s\n", problem.c_str());
+      return fail_alone(1, rank, ranks, problem);
+    }
     for (auto* images : {&data.train.images, &data.test.images})
       images->array() = (images->array() - static_cast<float>(mean)) / static_cast<float>(sd);
     if (rank == 0)
@@ -614,6 +916,20 @@ int main(int argc, char** argv) {
   const bool progress_bar = !launched_by_mpi && ::isatty(STDOUT_FILENO) != 0;
   const Setup setup{o,        data,     description, devices, run_settings(o, lr),
                     init_key, data_key, progress_bar};
+#if defined(GROVE_TRAIN_MLP_MPI)
+  // Ranks that train with different settings would hang in a collective or train different
+  // models silently: all of them refuse, each saying what differs.
+  if (where.mpi) {
+    const auto problems = settings_disagreement(*where.mpi, shared_settings(o, lr, data));
+    if (!problems.empty()) {
+      std::fprintf(stderr,
+                   "train_mlp (rank %d): the MPI ranks were started with different settings; "
+                   "start them all with the same ones:%s\n",
+                   rank, problems.c_str());
+      return 2;
+    }
+  }
+#endif
   try {
     if (o.optimizer == "sgd") return train(setup, nn::sgd(schedule), where);
     if (o.optimizer == "momentum") return train(setup, nn::momentum(schedule, 0.9), where);

@@ -77,3 +77,28 @@ if(GROVE_FUZZ)
   add_test(NAME checkpoint_fuzz_smoke COMMAND fuzz_checkpoint -runs=30000 -seed=1 -max_len=8192 ${_grove_corpus})
   set_tests_properties(checkpoint_fuzz_smoke PROPERTIES FIXTURES_REQUIRED checkpoint_fuzz_corpus)
 endif()
+
+# --- hostile input: special files, cut or padded gzip, claims larger than the file, JSON bombs ----
+# test_hostile runs every case but the [bomb] ones; test_hostile_bombs runs those under
+# `ulimit -v` (virtual memory, in KiB), so that allocating what a header claims, rather than what
+# the file holds, fails the test. AddressSanitizer reserves terabytes of address space, so a
+# sanitized build runs the bombs without the ceiling (still checking their messages and times).
+find_package(ZLIB REQUIRED)
+add_executable(test_hostile test_hostile.cpp $<TARGET_OBJECTS:grove_catch_main>)
+target_link_libraries(test_hostile PRIVATE grove::grove grove_warnings grove_catch_main
+                                           nlohmann_json::nlohmann_json ZLIB::ZLIB)
+add_test(NAME test_hostile COMMAND test_hostile "~[bomb]")
+set_tests_properties(test_hostile PROPERTIES TIMEOUT 300)
+if(GROVE_SANITIZE)
+  target_compile_definitions(test_hostile PRIVATE GROVE_HOSTILE_TIME_SCALE=8)
+endif()
+set(GROVE_HOSTILE_MEMORY_KIB 900000 CACHE STRING
+    "The virtual memory ceiling (KiB) of the hostile-input bomb tests")
+if(GROVE_SANITIZE)
+  add_test(NAME test_hostile_bombs COMMAND test_hostile "[bomb]")
+else()
+  add_test(NAME test_hostile_bombs
+           COMMAND sh -c "ulimit -v ${GROVE_HOSTILE_MEMORY_KIB} && exec \"$0\" \"[bomb]\""
+                   $<TARGET_FILE:test_hostile>)
+endif()
+set_tests_properties(test_hostile_bombs PROPERTIES TIMEOUT 300)

@@ -301,11 +301,11 @@ auto named_leaves(Tree& tree, std::string_view function) {
   for (auto& [path, leaf] : leaves) {
     std::string name = keystr(path, "/");
     if (name == "__metadata__")
-      throw std::invalid_argument(
+      throw grove::argument_error(
           std::string(function) + ": the leaf at key path " + keystr(path) +
           " would be stored as tensor \"__metadata__\", a name safetensors reserves");
     if (const auto [it, fresh] = seen.emplace(name, out.size()); !fresh)
-      throw std::invalid_argument(std::string(function) + ": the leaves at key paths " +
+      throw grove::argument_error(std::string(function) + ": the leaves at key paths " +
                                   keystr(out[it->second].path) + " and " + keystr(path) +
                                   " would both be stored as tensor " + json_quoted(name) +
                                   "; a dict key holding '/' makes simple key paths ambiguous");
@@ -323,20 +323,20 @@ inline void check_utf8(const std::string& s, std::string_view function, const st
   try {
     (void)nlohmann::json(s).dump();
   } catch (const nlohmann::json::type_error&) {
-    throw std::invalid_argument(std::string(function) + ": " + what +
+    throw grove::argument_error(std::string(function) + ": " + what +
                                 " is not valid UTF-8, which JSON requires");
   }
 }
 
 // --- loading into a tree -------------------------------------------------------------------------
 
-// Checks the file's header and data against the tree's leaves and, only if everything matches,
-// writes the values into them. Returns the user's metadata.
-template <class Tree>
-metadata fill_tree(const reading& ctx, const header& head, const std::byte* data, Tree& tree) {
+// Checks the file's header against the tree's leaves (names, dtypes, shapes) before any data is
+// read, then reads the data (`get_data()`, called once, returns head.data_size bytes) and, only if
+// everything matches, writes the values into the leaves. Returns the user's metadata.
+template <class Tree, class GetData>
+metadata fill_tree(const reading& ctx, const header& head, GetData&& get_data, Tree& tree) {
   const auto leaves = named_leaves(tree, ctx.function);
-  std::unordered_map<std::string_view, std::size_t> by_name;
-  for (std::size_t i = 0; i < head.tensors.size(); ++i) by_name.emplace(head.tensors[i].name, i);
+  const auto& by_name = head.index;
 
   std::vector<std::string> problems;
   std::vector<const tensor_entry*> match(leaves.size(), nullptr);
@@ -382,6 +382,10 @@ metadata fill_tree(const reading& ctx, const header& head, const std::byte* data
       msg += "\n  ... and " + std::to_string(problems.size() - shown) + " more";
     ctx.fail(msg);
   }
+
+  // The structure matches, so the data is exactly as large as the tree's leaves: only now is it
+  // read (a file of a terabyte of data fails above, without being read).
+  const std::byte* data = get_data();
 
   // A BOOL tensor may hold only 0 and 1: any other byte is not a bool.
   for (const auto* t : match) {
@@ -448,14 +452,26 @@ metadata load_bytes_into(const std::byte* bytes, std::size_t size, Tree& tree, c
     ctx.fail("the header length is " + std::to_string(n) + ", more than safetensors' limit");
   const header head = parse_header(std::string_view(reinterpret_cast<const char*>(bytes) + 8, n),
                                    8 + n, size - 8 - n, ctx);
-  return fill_tree(ctx, head, bytes + 8 + n, tree);
+  return fill_tree(
+      ctx, head, [&] { return bytes + 8 + n; }, tree);
 }
 
 template <class Tree>
 metadata load_into(std::string_view function, const std::filesystem::path& path, Tree& tree) {
   const reading ctx{function, path};
-  const auto file = read_checkpoint(ctx, true);
-  return fill_tree(ctx, file.head, file.data.get(), tree);
+  auto file = read_checkpoint(ctx);
+  return fill_tree(
+      ctx, file.head,
+      [&] {
+        read_checkpoint_data(ctx, file);
+        return static_cast<const std::byte*>(file.data.get());
+      },
+      tree);
+}
+
+// Appends `s` to `out` as a JSON string (checked to be valid UTF-8 before).
+inline void append_json_string(std::string& out, const std::string& s) {
+  out += nlohmann::json(s).dump();
 }
 
 }  // namespace detail
@@ -506,32 +522,51 @@ void save(const std::filesystem::path& path, const Tree& tree, const metadata& u
     offset += plan[i].layout.nbytes;
   }
 
-  ordered_json head = ordered_json::object();
-  ordered_json meta = ordered_json::object();
-  meta[std::string(version_key)] = std::string(grove::version);
-  meta[std::string(treedef_key)] = grove::tree_structure(tree).str();
-  for (std::size_t i = 0; i < leaves.size(); ++i)
-    visit_leaf(leaves[i].leaf, [&](const auto& leaf) {
-      if constexpr (key_leaf<std::remove_cvref_t<decltype(leaf)>>)
-        meta[std::string(key_layout_prefix) + leaves[i].name] = layout_name(leaf.layout);
-    });
+  // The header is written as text, in one pass: a JSON document of 100,000 leaves would cost
+  // time quadratic in their number (nlohmann's ordered objects find keys by linear search).
+  // The same bytes nlohmann's dump() of the same ordered object gives.
   for (const auto& [key, value] : user_metadata) {
     if (key.starts_with(reserved_prefix))
-      throw std::invalid_argument(
+      throw grove::argument_error(
           std::string(function) + ": metadata key " + json_quoted(key) +
           " starts with \"grove.\", which grove reserves for its own entries");
     check_utf8(key, function, "metadata key " + json_quoted(key));
     check_utf8(value, function, "the value of metadata key " + json_quoted(key));
-    meta[key] = value;
   }
-  head["__metadata__"] = std::move(meta);
+  std::string text = "{\"__metadata__\":{";
+  auto meta_entry = [&](const std::string& key, const std::string& value) {
+    if (text.back() != '{') text += ',';
+    append_json_string(text, key);
+    text += ':';
+    append_json_string(text, value);
+  };
+  meta_entry(std::string(version_key), std::string(grove::version));
+  meta_entry(std::string(treedef_key), grove::tree_structure(tree).str());
+  for (std::size_t i = 0; i < leaves.size(); ++i)
+    visit_leaf(leaves[i].leaf, [&](const auto& leaf) {
+      if constexpr (key_leaf<std::remove_cvref_t<decltype(leaf)>>)
+        meta_entry(std::string(key_layout_prefix) + leaves[i].name, layout_name(leaf.layout));
+    });
+  for (const auto& [key, value] : user_metadata) meta_entry(key, value);
+  text += '}';
   for (std::size_t i = 0; i < leaves.size(); ++i) {
     const auto& p = plan[i];
-    head[leaves[i].name] = {{"dtype", info(p.layout.type).name},
-                            {"shape", p.layout.shape},
-                            {"data_offsets", {p.begin, p.begin + p.layout.nbytes}}};
+    text += ',';
+    append_json_string(text, leaves[i].name);
+    text += ":{\"dtype\":\"";
+    text += info(p.layout.type).name;
+    text += "\",\"shape\":[";
+    for (std::size_t d = 0; d < p.layout.shape.size(); ++d) {
+      if (d) text += ',';
+      text += std::to_string(p.layout.shape[d]);
+    }
+    text += "],\"data_offsets\":[";
+    text += std::to_string(p.begin);
+    text += ',';
+    text += std::to_string(p.begin + p.layout.nbytes);
+    text += "]}";
   }
-  std::string text = head.dump();
+  text += '}';
   text.append((8 - text.size() % 8) % 8, ' ');  // the data then starts 8-byte aligned
 
   atomic_file file(path, function);
@@ -578,22 +613,27 @@ Tree load(const std::filesystem::path& path, const Tree& like) {
 /// metadata. Throws as load does.
 inline checkpoint_info inspect(const std::filesystem::path& path) {
   const detail::reading ctx{"grove::io::inspect", path};
-  const auto file = detail::read_checkpoint(ctx, false);
+  auto file = detail::read_checkpoint(ctx);
   checkpoint_info out;
-  for (const auto& t : file.head.tensors)
-    out.tensors.push_back(
-        {t.name, std::string(detail::info(t.type).name), t.shape, t.begin, t.end});
-  for (const auto& [key, value] : file.head.metadata) {
+  out.tensors.reserve(file.head.tensors.size());
+  for (auto& t : file.head.tensors)
+    out.tensors.push_back({std::move(t.name), std::string(detail::info(t.type).name),
+                           std::move(t.shape), t.begin, t.end});
+  // Moved, not copied: a header of a million entries is held once.
+  auto& entries = file.head.metadata;
+  while (!entries.empty()) {
+    auto node = entries.extract(entries.begin());
+    const std::string& key = node.key();
     if (key == detail::version_key)
-      out.grove_version = value;
+      out.grove_version = std::move(node.mapped());
     else if (key == detail::treedef_key)
-      out.treedef = value;
+      out.treedef = std::move(node.mapped());
     else if (key.starts_with(detail::key_layout_prefix))
-      out.key_layouts.emplace(
-          key.substr(detail::key_layout_prefix.size()),
-          value == "legacy" ? random::key_layout::legacy : random::key_layout::partitionable);
+      out.key_layouts.emplace(key.substr(detail::key_layout_prefix.size()),
+                              node.mapped() == "legacy" ? random::key_layout::legacy
+                                                        : random::key_layout::partitionable);
     else if (!key.starts_with(detail::reserved_prefix))
-      out.metadata.emplace(key, value);
+      out.metadata.insert(out.metadata.end(), std::move(node));
   }
   return out;
 }

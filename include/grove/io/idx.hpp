@@ -7,11 +7,14 @@
 // Needs zlib (link ZLIB::ZLIB; Debian: zlib1g-dev). Whether a file is gzip-compressed is decided
 // by its first bytes, not its name.
 //
-// Errors: a file that cannot be opened or read raises std::system_error; a malformed one raises
-// grove::io::format_error, whose message names the function, the file, what is wrong and where:
-// a wrong magic number, an unknown type code, a truncated header or data (with the offset where
-// the data ends and how much the header promised), bytes after the data, corrupt gzip data,
-// images and labels of different counts, a label outside the class range.
+// Errors: a file that cannot be opened or read, or that is not a regular file (a directory, a
+// FIFO, a device: never waited on), raises grove::io::file_error (a std::system_error); a
+// malformed one raises grove::io::format_error, whose message names the function, the file, what
+// is wrong and where: a wrong magic number, an unknown type code, a truncated header or data
+// (with the offset where the data ends and how much the header promised), bytes after the data,
+// corrupt or truncated gzip data (the CRC-32 and length trailer included), bytes after the gzip
+// stream that are not another gzip member, images and labels of different counts, a label
+// outside the class range, more data than the cap (default_max_idx_bytes, overridable).
 #pragma once
 
 #include <zlib.h>
@@ -34,6 +37,7 @@
 #include <utility>
 #include <vector>
 
+#include "grove/io/detail/atomic_file.hpp"
 #include "grove/io/error.hpp"
 
 namespace grove::io {
@@ -132,50 +136,54 @@ struct IdxArray {
 
 namespace detail {
 
-// A gzip or plain file read through zlib, which tells a format_error from an I/O error and knows
-// the offset in the (decompressed) data.
+// A plain or gzip-compressed file, opened only if it is a regular file (never blocking on a FIFO
+// or a device), decompressed with zlib's inflate as it is read. It tells a format_error (corrupt
+// or truncated data) from a file_error (the OS refused) and knows the offset in the
+// (decompressed) data.
+//
+// gzip: the stream must end properly, its CRC-32 and length trailer checked by inflate; a file
+// cut anywhere, even inside the 8-byte trailer, is truncated. Several gzip members one after the
+// other (`cat a.gz b.gz`, valid gzip by RFC 1952) are read as one stream; anything else after a
+// member's end is refused as trailing garbage, since a reader that ignored it would accept a
+// damaged or appended-to file.
 class idx_stream {
  public:
   idx_stream(const char* function, std::filesystem::path file)
       : function_(function), file_(std::move(file)) {
-    errno = 0;
-    f_ = gzopen(file_.c_str(), "rb");
-    if (!f_) {
-      const int e = errno ? errno : ENOMEM;
-      throw std::system_error(e, std::generic_category(),
-                              std::string(function_) + ": cannot open " + file_.string());
+    auto opened = open_for_reading(file_, function_);
+    fd_ = std::move(opened.fd);
+    file_size_ = opened.size;
+    input_.resize(1 << 17);
+    // Whether the file is gzip is decided by its first two bytes, whatever its name.
+    while (have_ < 2 && fill()) {
     }
-    gzbuffer(f_, 1 << 17);
+    compressed_ = have_ >= 2 && input_[next_] == 0x1f && input_[next_ + 1] == 0x8b;
+    if (compressed_) {
+      z_.next_in = input_.data() + next_;
+      z_.avail_in = static_cast<uInt>(have_);
+      if (inflateInit2(&z_, 16 + MAX_WBITS) != Z_OK) throw std::bad_alloc();
+      z_open_ = true;
+    }
   }
   ~idx_stream() {
-    if (f_) gzclose_r(f_);
+    if (z_open_) inflateEnd(&z_);
   }
   idx_stream(const idx_stream&) = delete;
   idx_stream& operator=(const idx_stream&) = delete;
 
   // Reads up to n bytes; fewer only at the end of the data. Corrupt or truncated gzip data is a
-  // format_error; a failing read a system_error.
+  // format_error; a failing read a file_error.
   std::size_t read(void* out, std::size_t n) {
     auto* p = static_cast<unsigned char*>(out);
-    std::size_t got = 0;
-    while (got < n) {
-      const unsigned chunk = static_cast<unsigned>(std::min<std::size_t>(n - got, 1u << 30));
-      errno = 0;
-      const int r = gzread(f_, p + got, chunk);
-      if (r < 0) check_error();
-      if (r <= 0) break;
-      got += static_cast<std::size_t>(r);
-      if (static_cast<unsigned>(r) < chunk) {
-        check_error();  // zlib reports a truncated or corrupt stream after the short read
-        if (gzeof(f_)) break;
-      }
-    }
+    const std::size_t got = compressed_ ? inflate_some(p, n) : read_plain(p, n);
     offset_ += got;
     return got;
   }
 
   std::uint64_t offset() const { return offset_; }
-  bool compressed() const { return gzdirect(f_) == 0; }
+  bool compressed() const { return compressed_; }
+  // The file's size on disk (compressed, for a gzip file) when it was opened.
+  std::uint64_t file_size() const { return file_size_; }
   const std::filesystem::path& file() const { return file_; }
 
   [[noreturn]] void fail(const std::string& problem) const {
@@ -188,28 +196,105 @@ class idx_stream {
   }
 
  private:
-  void check_error() {
-    int code = Z_OK;
-    const char* message = gzerror(f_, &code);
-    if (code == Z_OK || code == Z_STREAM_END) return;
-    if (code == Z_ERRNO) {
-      const int e = errno ? errno : EIO;
-      throw std::system_error(e, std::generic_category(),
-                              std::string(function_) + ": cannot read " + file_.string());
+  // Reads more of the file into input_ (after what is still unread there); false at its end.
+  bool fill() {
+    if (next_ > 0 && have_ > 0) std::memmove(input_.data(), input_.data() + next_, have_);
+    next_ = 0;
+    if (have_ == input_.size()) return true;
+    for (;;) {
+      const ssize_t r = ::read(fd_.get(), input_.data() + have_, input_.size() - have_);
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        throw_errno(errno, std::string(function_) + ": cannot read " + quoted_path(file_));
+      }
+      if (r == 0) return false;
+      have_ += static_cast<std::size_t>(r);
+      consumed_ += static_cast<std::uint64_t>(r);
+      return true;
     }
-    std::string what = message ? message : "unknown zlib error";
-    const std::string prefix = file_.string() + ": ";  // zlib puts the path first
-    if (what.compare(0, prefix.size(), prefix) == 0) what.erase(0, prefix.size());
-    if (code == Z_BUF_ERROR)
-      fail("the gzip stream is truncated (" + what + ") after " + std::to_string(offset_) +
-           " bytes of decompressed data");
-    fail("corrupt gzip data (" + what + ") after " + std::to_string(offset_) +
-         " bytes of decompressed data");
+  }
+
+  std::size_t read_plain(unsigned char* p, std::size_t n) {
+    std::size_t got = 0;
+    while (got < n) {
+      if (have_ == 0 && !fill()) break;
+      const std::size_t k = std::min(n - got, have_);
+      std::memcpy(p + got, input_.data() + next_, k);
+      next_ += k;
+      have_ -= k;
+      got += k;
+    }
+    return got;
+  }
+
+  std::size_t inflate_some(unsigned char* p, std::size_t n) {
+    std::size_t got = 0;
+    while (got < n) {
+      if (member_ended_) {
+        // After a member's end: the file's end, or another member.
+        if (z_.avail_in < 2) {
+          sync_from_zlib();
+          while (have_ < 2 && fill()) {
+          }
+          sync_to_zlib();
+        }
+        if (z_.avail_in == 0) break;
+        if (z_.avail_in < 2 || z_.next_in[0] != 0x1f || z_.next_in[1] != 0x8b) {
+          const std::uint64_t at = consumed_ - z_.avail_in;
+          fail("the gzip stream ends at file byte " + std::to_string(at) + ", but " +
+               std::to_string(file_size_ > at ? file_size_ - at : z_.avail_in) +
+               " more bytes follow that are not another gzip member (trailing garbage)");
+        }
+        if (inflateReset(&z_) != Z_OK) fail("corrupt gzip data (cannot restart inflate)");
+        member_ended_ = false;
+      }
+      if (z_.avail_in == 0) {
+        sync_from_zlib();
+        if (!fill())
+          fail("the gzip stream is truncated (unexpected end of file) after " +
+               std::to_string(offset_ + got) + " bytes of decompressed data");
+        sync_to_zlib();
+      }
+      const auto chunk = static_cast<uInt>(std::min<std::size_t>(n - got, 1u << 30));
+      z_.next_out = p + got;
+      z_.avail_out = chunk;
+      const int r = inflate(&z_, Z_NO_FLUSH);
+      got += chunk - z_.avail_out;
+      if (r == Z_STREAM_END) {
+        member_ended_ = true;
+      } else if (r == Z_MEM_ERROR) {
+        throw std::bad_alloc();
+      } else if (r == Z_DATA_ERROR || r == Z_NEED_DICT || r == Z_STREAM_ERROR) {
+        fail("corrupt gzip data (" + std::string(z_.msg ? z_.msg : "unknown zlib error") +
+             ") after " + std::to_string(offset_ + got) + " bytes of decompressed data");
+      }
+      // Z_OK, or Z_BUF_ERROR (no progress without more input): go round, reading more.
+    }
+    return got;
+  }
+
+  // input_ and zlib share the unread bytes: next_/have_ describe them for fill(), z_.next_in and
+  // z_.avail_in for inflate.
+  void sync_from_zlib() {
+    next_ = static_cast<std::size_t>(z_.next_in - input_.data());
+    have_ = z_.avail_in;
+  }
+  void sync_to_zlib() {
+    z_.next_in = input_.data() + next_;
+    z_.avail_in = static_cast<uInt>(have_);
   }
 
   const char* function_;
   std::filesystem::path file_;
-  gzFile f_ = nullptr;
+  unique_fd fd_;
+  std::uint64_t file_size_ = 0;
+  std::vector<unsigned char> input_;
+  std::size_t next_ = 0, have_ = 0;  // the unread bytes of input_: [next_, next_ + have_)
+  std::uint64_t consumed_ = 0;       // bytes of the file read into input_ so far
+  bool compressed_ = false;
+  z_stream z_{};
+  bool z_open_ = false;
+  bool member_ended_ = false;
   std::uint64_t offset_ = 0;
 };
 
@@ -218,6 +303,9 @@ struct idx_header {
   std::vector<std::size_t> dims;
   std::uint64_t header_bytes = 0;
   std::uint64_t elements = 1;
+  // The product of the dimensions after the first (the elements of one example), which a zero
+  // first dimension does not make zero.
+  std::uint64_t per_example = 1;
 
   std::uint64_t data_bytes() const { return elements * idx_element_size(type); }
   std::string shape() const {
@@ -243,7 +331,18 @@ inline std::string hex32(std::uint32_t v) {
   return s;
 }
 
-inline idx_header read_header(idx_stream& in) {
+// "truncated data: the header describes ..., but the data ends at byte N (M data bytes)".
+inline std::string truncation(const idx_stream& in, const idx_header& h, std::uint64_t have) {
+  return "truncated data: the header describes " + h.describe() + ", " +
+         std::to_string(h.data_bytes()) + " bytes after the " + std::to_string(h.header_bytes) +
+         "-byte header, but the data ends " + in.where(h.header_bytes + have) + " (" +
+         std::to_string(have) + " data bytes)";
+}
+
+// Reads and checks the header. What it claims is checked before anything is allocated for the
+// data: against `max_bytes` (the caller's cap on the data) and, for a plain file, against the
+// file's size, so that a few bytes claiming gigabytes are reported as what they are.
+inline idx_header read_header(idx_stream& in, std::uint64_t max_bytes) {
   unsigned char magic[4];
   const std::size_t got = in.read(magic, 4);
   if (got == 0) in.fail("the file is empty (an IDX file starts with a 4-byte magic number)");
@@ -274,15 +373,30 @@ inline idx_header read_header(idx_stream& in) {
     in.fail("truncated header: the magic number announces " + std::to_string(ndims) +
             " dimensions (" + std::to_string(h.header_bytes) + " header bytes) but the file ends " +
             in.where(4 + dims_got));
+  // Every partial product is kept below 2^63 / 16, so that neither the element count, nor the
+  // elements of one example, nor their bytes can overflow, even when another dimension is 0.
+  constexpr std::uint64_t limit = std::numeric_limits<std::uint64_t>::max() / 32;
   for (int i = 0; i < ndims; ++i) {
     const std::uint32_t d = big_endian_u32(raw.data() + 4 * i);
     h.dims.push_back(d);
-    if (d != 0 && h.elements > std::numeric_limits<std::uint64_t>::max() / 16 / d)
-      in.fail("the dimensions in the header are too large");
-    h.elements *= d;
+    if (i > 0) {
+      if (d != 0 && h.per_example > limit / d)
+        in.fail("the dimensions in the header (" + h.shape() + "...) are too large");
+      h.per_example *= d;
+    }
   }
+  if (h.dims[0] != 0 && h.per_example > limit / h.dims[0])
+    in.fail("the dimensions in the header (" + h.shape() + ") are too large");
+  h.elements = static_cast<std::uint64_t>(h.dims[0]) * h.per_example;
   if (h.data_bytes() > static_cast<std::uint64_t>(std::numeric_limits<std::ptrdiff_t>::max()))
     in.fail("the header's dimensions " + h.shape() + " are too large for this machine");
+  if (h.data_bytes() > max_bytes)
+    in.fail("the header describes " + h.describe() + ", " + std::to_string(h.data_bytes()) +
+            " data bytes, more than the limit of " + std::to_string(max_bytes) +
+            " bytes (pass a larger max_bytes to read a larger dataset)");
+  if (!in.compressed() &&
+      h.data_bytes() > in.file_size() - std::min(in.file_size(), h.header_bytes))
+    in.fail(truncation(in, h, in.file_size() - std::min(in.file_size(), h.header_bytes)));
   return h;
 }
 
@@ -290,13 +404,28 @@ inline idx_header read_header(idx_stream& in) {
 inline void read_data(idx_stream& in, const idx_header& h, void* out, std::size_t n,
                       std::uint64_t done) {
   const std::size_t got = in.read(out, n);
-  if (got < n) {
-    const std::uint64_t have = done + got;
-    in.fail("truncated data: the header describes " + h.describe() + ", " +
-            std::to_string(h.data_bytes()) + " bytes after the " + std::to_string(h.header_bytes) +
-            "-byte header, but the data ends " + in.where(h.header_bytes + have) + " (" +
-            std::to_string(have) + " data bytes)");
+  if (got < n) in.fail(truncation(in, h, done + got));
+}
+
+// The whole data, read into memory that grows as the data arrives: a gzip file cannot say how
+// much it holds until it has been decompressed, and one whose header claims more than it has
+// must be reported as truncated, not allocated for. (A plain file's claim was checked against
+// its size in read_header.)
+inline std::vector<std::uint8_t> read_all_data(idx_stream& in, const idx_header& h) {
+  const auto n = static_cast<std::size_t>(h.data_bytes());
+  std::vector<std::uint8_t> out;
+  if (!in.compressed()) {
+    out.resize(n);
+    read_data(in, h, out.data(), n, 0);
+    return out;
   }
+  while (out.size() < n) {
+    const std::size_t done = out.size();
+    const std::size_t next = std::min(n, std::max<std::size_t>(std::size_t{1} << 20, 2 * done));
+    out.resize(next);
+    read_data(in, h, out.data() + done, next - done, done);
+  }
+  return out;
 }
 
 inline void expect_end(idx_stream& in, const idx_header& h) {
@@ -323,17 +452,29 @@ S from_big_endian(S v) {
   return v;
 }
 
+// What is left of a budget of data bytes after `used` of them.
+inline std::uint64_t remaining(std::uint64_t budget, std::uint64_t used) {
+  return budget > used ? budget - used : 0;
+}
+
 }  // namespace detail
 
-/// Reads any IDX file (gzip-compressed or plain): its type, dimensions and elements.
-inline IdxArray read_idx(const std::filesystem::path& file) {
+/// The default cap on the data bytes (decompressed, as the header counts them) that the IDX
+/// readers accept: 2 GiB, some forty times Fashion-MNIST's training images. A header claiming
+/// more is refused before anything is allocated; pass a larger `max_bytes` to read more.
+inline constexpr std::uint64_t default_max_idx_bytes = std::uint64_t{1} << 31;
+
+/// Reads any IDX file (gzip-compressed or plain): its type, dimensions and elements. Throws
+/// format_error for a malformed file or one whose data exceeds `max_bytes`, file_error (a
+/// std::system_error) when it cannot be opened or read or is not a regular file.
+inline IdxArray read_idx(const std::filesystem::path& file,
+                         std::uint64_t max_bytes = default_max_idx_bytes) {
   detail::idx_stream in("grove::io::read_idx", file);
-  const auto h = detail::read_header(in);
+  const auto h = detail::read_header(in, max_bytes);
   IdxArray out;
   out.type = h.type;
   out.dims = h.dims;
-  out.bytes.resize(static_cast<std::size_t>(h.data_bytes()));
-  detail::read_data(in, h, out.bytes.data(), out.bytes.size(), 0);
+  out.bytes = detail::read_all_data(in, h);
   detail::expect_end(in, h);
   const std::size_t es = idx_element_size(h.type);
   for (std::size_t i = 0; es > 1 && i < out.bytes.size(); i += es)
@@ -344,14 +485,15 @@ inline IdxArray read_idx(const std::filesystem::path& file) {
 /// Reads an IDX file of images (unsigned bytes, shape count x rows x cols, or any count x ...) as
 /// a (rows * cols) x count matrix: one column per image, its pixels in the file's row-major order
 /// (as JAX's `images.reshape(count, -1)` row i), each multiplied by `scale` (1/255 by default, so
-/// values are in [0, 1]).
+/// values are in [0, 1]). A file of 0 images gives a (rows * cols) x 0 matrix. Throws as read_idx.
 template <class T = float>
 Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic> read_idx_images(
-    const std::filesystem::path& file, std::type_identity_t<T> scale = T(1) / T(255)) {
+    const std::filesystem::path& file, std::type_identity_t<T> scale = T(1) / T(255),
+    std::uint64_t max_bytes = default_max_idx_bytes) {
   static_assert(std::is_floating_point_v<T>,
                 "grove::io::read_idx_images: T must be float or double");
   detail::idx_stream in("grove::io::read_idx_images", file);
-  const auto h = detail::read_header(in);
+  const auto h = detail::read_header(in, max_bytes);
   if (h.type != idx_type::u8)
     in.fail(std::string("expected unsigned-byte pixels (type 0x08), the header says ") +
             idx_type_name(h.type));
@@ -361,42 +503,36 @@ Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic> read_idx_images(
         "header has " +
         std::to_string(h.dims.size()) + " dimension (shape " + h.shape() + ")");
   const auto count = static_cast<Eigen::Index>(h.dims[0]);
-  const auto pixels = static_cast<Eigen::Index>(h.elements / std::max<std::uint64_t>(1, h.dims[0]));
-  Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic> images(pixels, count);
-  // In chunks of images, converting as they arrive.
-  const Eigen::Index per_chunk =
-      std::max<Eigen::Index>(1, (Eigen::Index{1} << 20) / std::max<Eigen::Index>(1, pixels));
-  std::vector<std::uint8_t> buffer(static_cast<std::size_t>(std::min(per_chunk, count) * pixels));
-  for (Eigen::Index first = 0; first < count; first += per_chunk) {
-    const Eigen::Index n = std::min(per_chunk, count - first);
-    detail::read_data(in, h, buffer.data(), static_cast<std::size_t>(n * pixels),
-                      static_cast<std::uint64_t>(first * pixels));
-    images.middleCols(first, n) =
-        Eigen::Map<const Eigen::Matrix<std::uint8_t, Eigen::Dynamic, Eigen::Dynamic>>(buffer.data(),
-                                                                                      pixels, n)
-            .template cast<T>() *
-        scale;
-  }
+  const auto pixels = static_cast<Eigen::Index>(h.per_example);
+  // The bytes first, then the matrix: nothing the size of the claim is allocated before the data
+  // is there.
+  const std::vector<std::uint8_t> bytes = detail::read_all_data(in, h);
   detail::expect_end(in, h);
+  Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic> images(pixels, count);
+  if (images.size() > 0)
+    images = Eigen::Map<const Eigen::Matrix<std::uint8_t, Eigen::Dynamic, Eigen::Dynamic>>(
+                 bytes.data(), pixels, count)
+                 .template cast<T>() *
+             scale;
   return images;
 }
 
 /// Reads an IDX file of labels (one dimension, integers) and checks that each is in [0,
-/// num_classes).
-inline Eigen::VectorXi read_idx_labels(const std::filesystem::path& file, int num_classes = 10) {
+/// num_classes). Throws grove::argument_error for num_classes <= 0, otherwise as read_idx.
+inline Eigen::VectorXi read_idx_labels(const std::filesystem::path& file, int num_classes = 10,
+                                       std::uint64_t max_bytes = default_max_idx_bytes) {
   const char* function = "grove::io::read_idx_labels";
   if (num_classes <= 0)
-    throw std::invalid_argument(std::string(function) + ": num_classes must be positive, got " +
+    throw grove::argument_error(std::string(function) + ": num_classes must be positive, got " +
                                 std::to_string(num_classes));
   detail::idx_stream in(function, file);
-  const auto h = detail::read_header(in);
+  const auto h = detail::read_header(in, max_bytes);
   if (h.type == idx_type::f32 || h.type == idx_type::f64)
     in.fail(std::string("expected integer labels, the header says ") + idx_type_name(h.type));
   if (h.dims.size() != 1)
     in.fail("expected labels (1 dimension), the header has " + std::to_string(h.dims.size()) +
             " dimensions (shape " + h.shape() + ")");
-  std::vector<std::uint8_t> raw(static_cast<std::size_t>(h.data_bytes()));
-  detail::read_data(in, h, raw.data(), raw.size(), 0);
+  const std::vector<std::uint8_t> raw = detail::read_all_data(in, h);
   detail::expect_end(in, h);
   const std::size_t es = idx_element_size(h.type);
   Eigen::VectorXi labels(static_cast<Eigen::Index>(h.dims[0]));
@@ -440,18 +576,37 @@ struct Dataset {
   Eigen::Index size() const { return labels.size(); }
 };
 
-/// An images file and its labels file, checked to have as many examples.
+namespace detail {
+// An images file and its labels file within a budget of data bytes, which it reduces by what it
+// read.
+template <class T>
+Dataset<T> read_idx_dataset(const std::filesystem::path& images_file,
+                            const std::filesystem::path& labels_file, int num_classes, T scale,
+                            std::uint64_t& budget) {
+  Dataset<T> d;
+  d.images = read_idx_images<T>(images_file, scale, budget);
+  budget = remaining(budget, static_cast<std::uint64_t>(d.images.size()));
+  d.labels = read_idx_labels(labels_file, num_classes, budget);
+  budget = remaining(budget, static_cast<std::uint64_t>(d.labels.size()));
+  if (d.images.cols() != d.labels.size())
+    throw format_error("grove::io::read_idx_dataset", labels_file,
+                       "has " + std::to_string(d.labels.size()) + " labels but " +
+                           quoted_path(images_file) + " has " + std::to_string(d.images.cols()) +
+                           " images");
+  return d;
+}
+}  // namespace detail
+
+/// An images file and its labels file, checked to have as many examples; the two together may
+/// hold at most default_max_idx_bytes of data (read_idx_images and read_idx_labels take a cap of
+/// their own). Throws as read_idx_images and read_idx_labels, and format_error when the counts
+/// differ.
 template <class T = float>
 Dataset<T> read_idx_dataset(const std::filesystem::path& images_file,
                             const std::filesystem::path& labels_file, int num_classes = 10,
                             std::type_identity_t<T> scale = T(1) / T(255)) {
-  Dataset<T> d{read_idx_images<T>(images_file, scale), read_idx_labels(labels_file, num_classes)};
-  if (d.images.cols() != d.labels.size())
-    throw format_error("grove::io::read_idx_dataset", labels_file,
-                       "has " + std::to_string(d.labels.size()) + " labels but " +
-                           images_file.string() + " has " + std::to_string(d.images.cols()) +
-                           " images");
-  return d;
+  std::uint64_t budget = default_max_idx_bytes;
+  return detail::read_idx_dataset<T>(images_file, labels_file, num_classes, scale, budget);
 }
 
 /// The training and test sets of MNIST or Fashion-MNIST (the same file names), from a directory
@@ -463,27 +618,44 @@ struct MnistSplits {
   Dataset<T> train, test;
 };
 
-/// The path of `name` (.gz first, then plain) in `dir`; std::system_error (ENOENT) naming both
-/// when neither exists.
+/// The path of `name` (.gz first, then plain) in `dir`: the first that exists and is not a
+/// directory (a FIFO or a device is found here and refused when it is read). file_error
+/// (ENOENT) naming both when neither exists; file_error (ENOTDIR) when `dir` is not a directory.
 inline std::filesystem::path find_idx_file(const std::filesystem::path& dir,
                                            const std::string& name) {
   std::error_code ec;
-  for (const auto& candidate : {dir / (name + ".gz"), dir / name})
-    if (std::filesystem::is_regular_file(candidate, ec)) return candidate;
-  throw std::system_error(
+  if (!std::filesystem::is_directory(dir, ec)) {
+    const bool exists = std::filesystem::exists(dir, ec);
+    throw file_error(std::make_error_code(exists ? std::errc::not_a_directory
+                                                 : std::errc::no_such_file_or_directory),
+                     "grove::io: " + detail::quoted_path(dir) +
+                         (exists ? " is not a directory" : " does not exist"));
+  }
+  for (const auto& candidate : {dir / (name + ".gz"), dir / name}) {
+    const auto st = std::filesystem::status(candidate, ec);
+    if (std::filesystem::exists(st) && !std::filesystem::is_directory(st)) return candidate;
+  }
+  throw file_error(
       std::make_error_code(std::errc::no_such_file_or_directory),
-      "grove::io: " + dir.string() + " has neither " + name + ".gz nor " + name);
+      "grove::io: " + detail::quoted_path(dir) + " has neither " + name + ".gz nor " + name);
 }
 
+/// Reads the four files of `dir` (see MnistSplits), which together may hold at most `max_bytes`
+/// of data. Throws as read_idx_dataset and find_idx_file.
 template <class T = float>
-MnistSplits<T> load_mnist(const std::filesystem::path& dir, int num_classes = 10) {
+MnistSplits<T> load_mnist(const std::filesystem::path& dir, int num_classes = 10,
+                          std::uint64_t max_bytes = default_max_idx_bytes) {
   // All four found before any is read, so that a missing file is reported at once.
   const auto train_images = find_idx_file(dir, "train-images-idx3-ubyte");
   const auto train_labels = find_idx_file(dir, "train-labels-idx1-ubyte");
   const auto test_images = find_idx_file(dir, "t10k-images-idx3-ubyte");
   const auto test_labels = find_idx_file(dir, "t10k-labels-idx1-ubyte");
-  return {read_idx_dataset<T>(train_images, train_labels, num_classes),
-          read_idx_dataset<T>(test_images, test_labels, num_classes)};
+  const T scale = T(1) / T(255);
+  MnistSplits<T> out;
+  out.train =
+      detail::read_idx_dataset<T>(train_images, train_labels, num_classes, scale, max_bytes);
+  out.test = detail::read_idx_dataset<T>(test_images, test_labels, num_classes, scale, max_bytes);
+  return out;
 }
 
 }  // namespace grove::io

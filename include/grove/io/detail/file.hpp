@@ -36,7 +36,7 @@ inline bool read_at(int fd, std::uint64_t offset, std::byte* out, std::uint64_t 
     const ssize_t got = ::pread(fd, out, chunk, static_cast<off_t>(offset));
     if (got < 0) {
       if (errno == EINTR) continue;
-      throw_errno(errno, std::string(ctx.function) + ": cannot read " + ctx.file.string());
+      throw_errno(errno, std::string(ctx.function) + ": cannot read " + quoted_path(ctx.file));
     }
     if (got == 0) return false;
     out += got;
@@ -48,24 +48,19 @@ inline bool read_at(int fd, std::uint64_t offset, std::byte* out, std::uint64_t 
 
 struct checkpoint_file {
   header head;
-  std::unique_ptr<std::byte[]> data;  // head.data_size bytes; null when only the header was read
+  unique_fd fd;                       // the open file, for read_checkpoint_data
+  std::unique_ptr<std::byte[]> data;  // head.data_size bytes, once read_checkpoint_data has run
 };
 
-// Opens and reads a checkpoint: the header, parsed and validated against the file's size, and
-// (if with_data) the whole data buffer. Nothing is allocated beyond the file's own size.
-inline checkpoint_file read_checkpoint(const reading& ctx, bool with_data) {
-  unique_fd fd(::open(ctx.file.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0)
-    throw_errno(errno, std::string(ctx.function) + ": cannot open " + ctx.file.string());
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0)
-    throw_errno(errno, std::string(ctx.function) + ": cannot stat " + ctx.file.string());
-  if (S_ISDIR(st.st_mode))
-    throw_errno(EISDIR, std::string(ctx.function) + ": cannot read " + ctx.file.string());
-  if (!S_ISREG(st.st_mode))
-    throw_errno(EINVAL, std::string(ctx.function) + ": cannot read " + ctx.file.string() +
-                            ", not a regular file");
-  const auto size = static_cast<std::uint64_t>(st.st_size);
+// Opens a checkpoint (a regular file only: a FIFO or a device is refused without waiting on it)
+// and reads its header, parsed and validated against the file's size. The data is not read:
+// read_checkpoint_data does that, once the caller has checked the header against what it expects.
+// Nothing is allocated beyond the header's own size and what it describes.
+inline checkpoint_file read_checkpoint(const reading& ctx) {
+  checkpoint_file out;
+  auto opened = open_for_reading(ctx.file, ctx.function);
+  out.fd = std::move(opened.fd);
+  const std::uint64_t size = opened.size;
 
   if (size == 0)
     ctx.fail("the file is empty; a safetensors file starts with an 8-byte header length");
@@ -73,7 +68,7 @@ inline checkpoint_file read_checkpoint(const reading& ctx, bool with_data) {
     ctx.fail("the file has " + std::to_string(size) +
              " bytes, fewer than the 8 of a safetensors header length");
   std::byte prefix[8];
-  if (!read_at(fd.get(), 0, prefix, 8, ctx))
+  if (!read_at(out.fd.get(), 0, prefix, 8, ctx))
     ctx.fail("the file ended while its header length was being read");
   const std::uint64_t n = load_u64_le(prefix);
   if (n > size - 8)
@@ -84,21 +79,22 @@ inline checkpoint_file read_checkpoint(const reading& ctx, bool with_data) {
              ", more than safetensors' limit of " + std::to_string(max_header_size) + " bytes");
 
   std::string text(static_cast<std::size_t>(n), '\0');
-  if (!read_at(fd.get(), 8, reinterpret_cast<std::byte*>(text.data()), n, ctx))
+  if (!read_at(out.fd.get(), 8, reinterpret_cast<std::byte*>(text.data()), n, ctx))
     ctx.fail("the file ended while its header was being read (did it shrink meanwhile?)");
-  checkpoint_file out;
   out.head = parse_header(text, 8 + n, size - 8 - n, ctx);
+  return out;
+}
+
+// Reads the data buffer of a checkpoint that read_checkpoint opened.
+inline void read_checkpoint_data(const reading& ctx, checkpoint_file& file) {
   if constexpr (sizeof(std::size_t) < sizeof(std::uint64_t)) {
-    if (with_data && out.head.data_size > std::numeric_limits<std::size_t>::max())
-      throw_errno(EFBIG, std::string(ctx.function) + ": cannot read " + ctx.file.string() +
+    if (file.head.data_size > std::numeric_limits<std::size_t>::max())
+      throw_errno(EFBIG, std::string(ctx.function) + ": cannot read " + quoted_path(ctx.file) +
                              " into memory on this platform");
   }
-  if (with_data) {
-    out.data.reset(new std::byte[static_cast<std::size_t>(out.head.data_size)]);
-    if (!read_at(fd.get(), out.head.data_start, out.data.get(), out.head.data_size, ctx))
-      ctx.fail("the file ended while its data was being read (did it shrink meanwhile?)");
-  }
-  return out;
+  file.data.reset(new std::byte[static_cast<std::size_t>(file.head.data_size)]);
+  if (!read_at(file.fd.get(), file.head.data_start, file.data.get(), file.head.data_size, ctx))
+    ctx.fail("the file ended while its data was being read (did it shrink meanwhile?)");
 }
 
 }  // namespace grove::io::detail

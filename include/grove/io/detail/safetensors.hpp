@@ -17,9 +17,9 @@
 #include <filesystem>
 #include <map>
 #include <numeric>
-#include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -98,6 +98,10 @@ inline std::string known_dtypes() {
 
 // safetensors' own reader refuses headers longer than this; so does grove, before allocating.
 inline constexpr std::uint64_t max_header_size = 100'000'000;
+// The most dimensions grove reads in a tensor's shape. The specification sets no limit; numpy
+// allows 64 and PyTorch fewer, so this refuses no real file, while a header of 100 MB of "1,"
+// cannot make a shape of 50 million dimensions (400 MB).
+inline constexpr std::size_t max_rank = 1024;
 
 // The prefix of grove's own entries in __metadata__; users' keys may not start with it.
 inline constexpr std::string_view reserved_prefix = "grove.";
@@ -108,10 +112,15 @@ inline constexpr std::string_view key_layout_prefix = "grove.key_layout:";
 
 // --- messages ----------------------------------------------------------------------------------
 
-// A name as it appears in messages: JSON-quoted, so that control characters stay visible.
+// A name as it appears in messages: JSON-quoted, so that control characters stay visible, and
+// cut after its first 64 bytes (then followed by "..."), since a name read from a file is the
+// attacker's and may be megabytes long.
 inline std::string json_quoted(std::string_view name) {
-  return nlohmann::json(std::string(name))
-      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  constexpr std::size_t shown = 64;
+  std::string out = nlohmann::json(std::string(name.substr(0, shown)))
+                        .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (name.size() > shown) out += "...";
+  return out;
 }
 
 inline std::string shape_str(const std::vector<std::uint64_t>& shape) {
@@ -145,74 +154,15 @@ struct tensor_entry {
 struct header {
   std::vector<tensor_entry> tensors;  // in the header's order
   std::map<std::string, std::string> metadata;
-  std::uint64_t data_start = 0;  // file offset of the data buffer: 8 + N
+  std::unordered_map<std::string, std::size_t> index;  // tensor name -> position in tensors
+  std::uint64_t data_start = 0;                        // file offset of the data buffer: 8 + N
   std::uint64_t data_size = 0;
 
-  const tensor_entry* find(std::string_view name) const {
-    for (const auto& t : tensors)
-      if (t.name == name) return &t;
-    return nullptr;
+  const tensor_entry* find(const std::string& name) const {
+    const auto it = index.find(name);
+    return it == index.end() ? nullptr : &tensors[it->second];
   }
 };
-
-using ordered_json = nlohmann::ordered_json;
-
-inline std::string json_type(const ordered_json& v) {
-  if (v.is_number_unsigned() || v.is_number_integer()) return "an integer";
-  if (v.is_number_float()) return "a non-integer number";
-  const std::string t = v.type_name();
-  return (t == "array" || t == "object") ? "an " + t : "a " + t;
-}
-
-// The text after nlohmann's "[json.exception.parse_error.101] " prefix.
-inline std::string json_message(const std::exception& e) {
-  std::string_view what = e.what();
-  if (const auto close = what.find("] ");
-      what.starts_with("[json.exception.") && close != std::string_view::npos)
-    what.remove_prefix(close + 2);
-  return std::string(what);
-}
-
-// Parses the JSON text; rejects duplicate keys in any object (JSON allows them, but a file whose
-// tensor appears twice has no single meaning).
-inline ordered_json parse_json(std::string_view text, const reading& ctx) {
-  std::vector<std::set<std::string>> open_objects;
-  std::string duplicate;
-  auto on_event = [&](int, ordered_json::parse_event_t event, ordered_json& parsed) {
-    switch (event) {
-      case ordered_json::parse_event_t::object_start:
-        open_objects.emplace_back();
-        break;
-      case ordered_json::parse_event_t::key:
-        if (!open_objects.empty() && !open_objects.back().insert(parsed.get<std::string>()).second)
-          ctx.fail("the JSON header has the key " + json_quoted(parsed.get<std::string>()) +
-                   " twice in one object");
-        break;
-      case ordered_json::parse_event_t::object_end:
-        if (!open_objects.empty()) open_objects.pop_back();
-        break;
-      default:
-        break;
-    }
-    return true;
-  };
-  try {
-    return ordered_json::parse(text.begin(), text.end(), on_event);
-  } catch (const ordered_json::parse_error& e) {
-    ctx.fail("the header is not valid JSON (near file byte " +
-             std::to_string(8 + (e.byte > 0 ? e.byte - 1 : 0)) + "): " + json_message(e));
-  } catch (const ordered_json::exception& e) {  // a number too large for a double, say
-    ctx.fail("the header is not valid JSON: " + json_message(e));
-  }
-}
-
-inline std::uint64_t checked_uint(const ordered_json& v, const std::string& what,
-                                  const reading& ctx) {
-  if (!v.is_number_unsigned())
-    ctx.fail(what + " must be a non-negative integer, but is " + json_type(v) + " (" + v.dump() +
-             ")");
-  return v.get<std::uint64_t>();
-}
 
 // The number of bytes a tensor of this dtype and shape holds, or fails if it overflows 64 bits.
 inline std::uint64_t tensor_bytes(const tensor_entry& t, const reading& ctx) {
@@ -225,55 +175,268 @@ inline std::uint64_t tensor_bytes(const tensor_entry& t, const reading& ctx) {
   return n;
 }
 
-inline tensor_entry parse_tensor(const std::string& name, const ordered_json& entry,
-                                 const header& h, const reading& ctx) {
-  const std::string who = "tensor " + json_quoted(name);
-  if (!entry.is_object())
-    ctx.fail(who + ": its entry is " + json_type(entry) +
-             ", not an object with dtype, shape and data_offsets");
-  for (const auto& [field, value] : entry.items()) {
-    (void)value;
-    if (field != "dtype" && field != "shape" && field != "data_offsets")
-      ctx.fail(who + ": unknown field " + json_quoted(field) +
-               " (a tensor has only dtype, shape and data_offsets)");
-  }
-  for (const char* field : {"dtype", "shape", "data_offsets"})
-    if (!entry.contains(field)) ctx.fail(who + ": no \"" + field + "\"");
-
-  tensor_entry t;
-  t.name = name;
-  const auto& dt = entry["dtype"];
-  if (!dt.is_string()) ctx.fail(who + ": dtype must be a string, but is " + json_type(dt));
-  const auto* d = find_dtype(dt.get_ref<const std::string&>());
-  if (!d)
-    ctx.fail(who + ": unknown dtype " + json_quoted(dt.get_ref<const std::string&>()) +
-             " (safetensors dtypes: " + known_dtypes() + ")");
-  t.type = d->id;
-
-  const auto& shape = entry["shape"];
-  if (!shape.is_array()) ctx.fail(who + ": shape must be an array, but is " + json_type(shape));
-  for (std::size_t i = 0; i < shape.size(); ++i)
-    t.shape.push_back(checked_uint(shape[i], who + ": shape[" + std::to_string(i) + "]", ctx));
-
-  const auto& offsets = entry["data_offsets"];
-  if (!offsets.is_array() || offsets.size() != 2)
-    ctx.fail(who + ": data_offsets must be an array [begin, end], but is " + offsets.dump());
-  t.begin = checked_uint(offsets[0], who + ": data_offsets[0]", ctx);
-  t.end = checked_uint(offsets[1], who + ": data_offsets[1]", ctx);
-  const std::string range =
-      "data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) + "]";
-  if (t.begin > t.end) ctx.fail(who + ": " + range + " end before they begin");
-  if (t.end > h.data_size)
-    ctx.fail(who + ": " + range + " run past the end of the data, which has " +
-             std::to_string(h.data_size) + " bytes (file bytes " + std::to_string(h.data_start) +
-             " to " + std::to_string(h.data_start + h.data_size) + ")");
-  const std::uint64_t need = tensor_bytes(t, ctx);
-  if (need != t.end - t.begin)
-    ctx.fail(who + ": shape " + shape_str(t.shape) + " of " + std::string(d->name) + " needs " +
-             std::to_string(need) + " bytes, but " + range + " hold " +
-             std::to_string(t.end - t.begin));
-  return t;
+// The text after nlohmann's "[json.exception.parse_error.101] " prefix, at most 160 characters
+// of it (nlohmann quotes the last token read, which can be the attacker's whole string).
+inline std::string json_message(const std::exception& e) {
+  std::string_view what = e.what();
+  if (const auto close = what.find("] ");
+      what.starts_with("[json.exception.") && close != std::string_view::npos)
+    what.remove_prefix(close + 2);
+  constexpr std::size_t shown = 160;
+  if (what.size() > shown) return std::string(what.substr(0, shown)) + "...";
+  return std::string(what);
 }
+
+// Parses the JSON header as nlohmann's parser reads it (SAX events), building the tensor entries
+// and the metadata directly and checking each against the safetensors schema as it arrives:
+//   { NAME: {"dtype": STRING, "shape": [UINT...], "data_offsets": [UINT, UINT]}...,
+//     "__metadata__": {KEY: STRING...} or null }
+// Anything else is refused at its first event. So the nesting never gets deeper than the schema
+// (three levels): a header nesting 100,000 levels fails at the second. Time is linear in the
+// header, and memory is the entries themselves (no JSON document is built). Duplicate keys in any
+// object are refused (JSON allows them, but a file whose tensor appears twice has no single
+// meaning). Messages never quote more than 64 characters of the header.
+class header_parser {
+ public:
+  using json = nlohmann::json;
+
+  header_parser(header& h, const reading& ctx) : h_(h), ctx_(ctx) {}
+
+  bool null() { return value(kind::null, "null"); }
+  bool boolean(bool v) { return value(kind::boolean, v ? "true" : "false"); }
+  bool number_integer(json::number_integer_t v) { return value(kind::integer, std::to_string(v)); }
+  bool number_unsigned(json::number_unsigned_t v) {
+    if (state_ == state::shape) {
+      if (current_.shape.size() == max_rank)
+        ctx_.fail(who() + ": shape has more than " + std::to_string(max_rank) +
+                  " dimensions, more than grove reads");
+      current_.shape.push_back(v);
+      return true;
+    }
+    if (state_ == state::offsets) {
+      if (offsets_seen_ == 2)
+        ctx_.fail(who() +
+                  ": data_offsets must be an array [begin, end], but has more than 2 "
+                  "elements");
+      (offsets_seen_ == 0 ? current_.begin : current_.end) = v;
+      ++offsets_seen_;
+      return true;
+    }
+    return value(kind::integer, std::to_string(v));
+  }
+  bool number_float(json::number_float_t, const json::string_t& text) {
+    return value(kind::floating, cut(text));
+  }
+  bool string(json::string_t& v) {
+    if (state_ == state::metadata) {
+      h_.metadata.emplace(std::move(key_), std::move(v));
+      return true;
+    }
+    if (state_ == state::tensor && field_ == field::dtype) {
+      const auto* d = find_dtype(v);
+      if (!d)
+        ctx_.fail(who() + ": unknown dtype " + json_quoted(v) +
+                  " (safetensors dtypes: " + known_dtypes() + ")");
+      current_.type = d->id;
+      return true;
+    }
+    return value(kind::string, json_quoted(v));
+  }
+  bool binary(json::binary_t&) { return value(kind::string, "binary"); }  // not in JSON text
+
+  bool start_object(std::size_t) {
+    switch (state_) {
+      case state::top:
+        state_ = state::root;
+        return true;
+      case state::root:
+        if (key_ == "__metadata__") {
+          state_ = state::metadata;
+        } else {
+          state_ = state::tensor;
+          current_ = tensor_entry{};
+          current_.name = std::move(key_);
+          fields_ = 0;
+        }
+        return true;
+      default:
+        return value(kind::object, "");
+    }
+  }
+  bool key(json::string_t& k) {
+    switch (state_) {
+      case state::root:
+        if (k == "__metadata__") {
+          if (metadata_seen_) twice(k);
+          metadata_seen_ = true;
+        } else if (!h_.index.emplace(k, h_.tensors.size()).second) {
+          twice(k);
+        }
+        break;
+      case state::metadata:
+        if (h_.metadata.count(k)) twice(k);
+        break;
+      case state::tensor: {
+        field f;
+        if (k == "dtype")
+          f = field::dtype;
+        else if (k == "shape")
+          f = field::shape;
+        else if (k == "data_offsets")
+          f = field::data_offsets;
+        else
+          ctx_.fail(who() + ": unknown field " + json_quoted(k) +
+                    " (a tensor has only dtype, shape and data_offsets)");
+        const auto bit = 1u << static_cast<unsigned>(f);
+        if (fields_ & bit) twice(k);
+        fields_ |= bit;
+        field_ = f;
+        break;
+      }
+      default:
+        break;  // keys arrive only in objects, and the other states hold none
+    }
+    key_ = std::move(k);
+    return true;
+  }
+  bool end_object() {
+    switch (state_) {
+      case state::root:
+        state_ = state::done;
+        break;
+      case state::metadata:
+        state_ = state::root;
+        break;
+      default:  // state::tensor: the only other object
+        finish_tensor();
+        state_ = state::root;
+        break;
+    }
+    return true;
+  }
+  bool start_array(std::size_t) {
+    if (state_ == state::tensor && field_ == field::shape) {
+      state_ = state::shape;
+      return true;
+    }
+    if (state_ == state::tensor && field_ == field::data_offsets) {
+      state_ = state::offsets;
+      offsets_seen_ = 0;
+      return true;
+    }
+    return value(kind::array, "");
+  }
+  bool end_array() {
+    if (state_ == state::offsets && offsets_seen_ != 2)
+      ctx_.fail(who() + ": data_offsets must be an array [begin, end], but has " +
+                std::to_string(offsets_seen_) + " element" + (offsets_seen_ == 1 ? "" : "s"));
+    state_ = state::tensor;  // shape and data_offsets are the only arrays
+    return true;
+  }
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) {
+    if (dynamic_cast<const json::parse_error*>(&e))
+      ctx_.fail("the header is not valid JSON (near file byte " +
+                std::to_string(8 + (position > 0 ? position - 1 : 0)) + "): " + json_message(e));
+    ctx_.fail("the header is not valid JSON: " + json_message(e));  // a number too large, say
+  }
+
+ private:
+  enum class state : std::uint8_t { top, root, metadata, tensor, shape, offsets, done };
+  enum class field : std::uint8_t { dtype, shape, data_offsets };
+  enum class kind : std::uint8_t { null, boolean, integer, floating, string, array, object };
+
+  static const char* kind_name(kind k) {
+    switch (k) {
+      case kind::null:
+        return "a null";
+      case kind::boolean:
+        return "a boolean";
+      case kind::integer:
+        return "an integer";
+      case kind::floating:
+        return "a non-integer number";
+      case kind::string:
+        return "a string";
+      case kind::array:
+        return "an array";
+      case kind::object:
+        return "an object";
+    }
+    return "a value";
+  }
+  static std::string cut(std::string_view text) {
+    return text.size() > 64 ? std::string(text.substr(0, 64)) + "..." : std::string(text);
+  }
+
+  std::string who() const { return "tensor " + json_quoted(current_.name); }
+  [[noreturn]] void twice(const std::string& k) const {
+    ctx_.fail("the JSON header has the key " + json_quoted(k) + " twice in one object");
+  }
+
+  // A value where the schema has no room for one of its kind (`text`: the value, for scalars).
+  bool value(kind k, const std::string& text) {
+    const std::string type = kind_name(k);
+    const std::string shown = text.empty() ? "" : " (" + text + ")";
+    switch (state_) {
+      case state::top:
+        ctx_.fail("the JSON header is " + type + ", not an object");
+      case state::root:
+        if (key_ == "__metadata__") {
+          if (k == kind::null) return true;  // "__metadata__": null is no metadata
+          ctx_.fail("__metadata__ is " + type + ", not an object of strings");
+        }
+        ctx_.fail("tensor " + json_quoted(key_) + ": its entry is " + type +
+                  ", not an object with dtype, shape and data_offsets");
+      case state::metadata:
+        ctx_.fail("__metadata__ " + json_quoted(key_) + " is " + type +
+                  "; safetensors metadata values must be strings");
+      case state::tensor:
+        if (field_ == field::dtype) ctx_.fail(who() + ": dtype must be a string, but is " + type);
+        if (field_ == field::shape) ctx_.fail(who() + ": shape must be an array, but is " + type);
+        ctx_.fail(who() + ": data_offsets must be an array [begin, end], but is " + type + shown);
+      case state::shape:
+        ctx_.fail(who() + ": shape[" + std::to_string(current_.shape.size()) +
+                  "] must be a non-negative integer, but is " + type + shown);
+      case state::offsets:
+        ctx_.fail(who() + ": data_offsets[" + std::to_string(offsets_seen_) +
+                  "] must be a non-negative integer, but is " + type + shown);
+      case state::done:
+        break;
+    }
+    ctx_.fail("the header is not valid JSON: a value after its end");
+  }
+
+  void finish_tensor() {
+    static constexpr const char* names[] = {"dtype", "shape", "data_offsets"};
+    for (unsigned f = 0; f < 3; ++f)
+      if (!(fields_ & (1u << f))) ctx_.fail(who() + ": no \"" + names[f] + "\"");
+    const tensor_entry& t = current_;
+    const std::string range =
+        "data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) + "]";
+    if (t.begin > t.end) ctx_.fail(who() + ": " + range + " end before they begin");
+    if (t.end > h_.data_size)
+      ctx_.fail(who() + ": " + range + " run past the end of the data, which has " +
+                std::to_string(h_.data_size) + " bytes (file bytes " +
+                std::to_string(h_.data_start) + " to " +
+                std::to_string(h_.data_start + h_.data_size) + ")");
+    const std::uint64_t need = tensor_bytes(t, ctx_);
+    if (need != t.end - t.begin)
+      ctx_.fail(who() + ": shape " + shape_str(t.shape) + " of " + std::string(info(t.type).name) +
+                " needs " + std::to_string(need) + " bytes, but " + range + " hold " +
+                std::to_string(t.end - t.begin));
+    h_.tensors.push_back(std::move(current_));
+  }
+
+  header& h_;
+  const reading& ctx_;
+  state state_ = state::top;
+  std::string key_;  // the last key read
+  tensor_entry current_;
+  field field_ = field::dtype;
+  unsigned fields_ = 0;  // the fields of current_ seen, one bit each
+  unsigned offsets_seen_ = 0;
+  bool metadata_seen_ = false;
+};
 
 // The tensors must tile the data buffer: sorted by offset, each begins where the previous ended.
 inline void check_tiling(const header& h, const reading& ctx) {
@@ -337,27 +500,11 @@ inline header parse_header(std::string_view text, std::uint64_t data_start, std:
   if (text.empty() || text.front() != '{')
     ctx.fail("the header (file bytes 8 to " + std::to_string(data_start) +
              ") does not start with '{'");
-  const ordered_json root = parse_json(text, ctx);
-  if (!root.is_object()) ctx.fail("the JSON header is " + json_type(root) + ", not an object");
   header h;
   h.data_start = data_start;
   h.data_size = data_size;
-  h.tensors.reserve(root.size());
-  for (const auto& [name, entry] : root.items()) {
-    if (name == "__metadata__") {
-      if (entry.is_null()) continue;
-      if (!entry.is_object())
-        ctx.fail("__metadata__ is " + json_type(entry) + ", not an object of strings");
-      for (const auto& [key, value] : entry.items()) {
-        if (!value.is_string())
-          ctx.fail("__metadata__ " + json_quoted(key) + " is " + json_type(value) +
-                   "; safetensors metadata values must be strings");
-        h.metadata.emplace(key, value.get<std::string>());
-      }
-      continue;
-    }
-    h.tensors.push_back(parse_tensor(name, entry, h, ctx));
-  }
+  header_parser parser(h, ctx);
+  nlohmann::json::sax_parse(text.begin(), text.end(), &parser);
   check_tiling(h, ctx);
   check_grove_metadata(h, ctx);
   return h;

@@ -1,0 +1,221 @@
+# train_mlp on hostile and unlucky input: each case a ctest that runs train_mlp on crafted data,
+# flags or checkpoints (made by tests/hostile/make_inputs.cpp and tests/hostile/setup.cmake) and
+# checks with tests/hostile/run_case.cmake its exit status (1 or 2, never a signal or a hang), its
+# message, and that nothing on disk changed. tests/hostile/README.md says how to add a case. None
+# needs Fashion-MNIST: the datasets are small crafted ones.
+if(NOT GROVE_BUILD_TESTS)
+  return()
+endif()
+find_package(ZLIB REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)
+set(_hostile_src ${PROJECT_SOURCE_DIR}/tests/hostile)
+add_executable(hostile_inputs ${_hostile_src}/make_inputs.cpp)
+target_link_libraries(hostile_inputs PRIVATE grove_warnings ZLIB::ZLIB nlohmann_json::nlohmann_json)
+
+# The train_mlp the cases run. In a sanitized build (GROVE_SANITIZE) it is a copy built with
+# AddressSanitizer and UBSan, so that the cases also check for memory errors on these paths; the
+# virtual-memory ceilings are dropped there (ASan reserves terabytes of address space), and
+# LeakSanitizer is off under MPI (Open MPI's plugins leave allocations it cannot attribute; see
+# tests/parallel.cmake).
+set(_hostile_train train_mlp)
+set(_hostile_asan)
+if(TARGET grove_sanitize)
+  set(_hostile_train train_mlp_sanitized)
+  add_executable(train_mlp_sanitized train_mlp.cpp)
+  get_target_property(_libraries train_mlp LINK_LIBRARIES)
+  get_target_property(_definitions train_mlp COMPILE_DEFINITIONS)
+  get_target_property(_options train_mlp COMPILE_OPTIONS)
+  target_link_libraries(train_mlp_sanitized PRIVATE ${_libraries} grove_sanitize)
+  if(_definitions)
+    target_compile_definitions(train_mlp_sanitized PRIVATE ${_definitions})
+  endif()
+  if(_options)
+    target_compile_options(train_mlp_sanitized PRIVATE ${_options})
+  endif()
+  target_link_libraries(hostile_inputs PRIVATE grove_sanitize)
+  set(_hostile_asan "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1")
+endif()
+
+set(_hostile ${CMAKE_CURRENT_BINARY_DIR}/hostile)
+add_test(NAME train_mlp_hostile_setup
+         COMMAND ${CMAKE_COMMAND} -DINPUTS=$<TARGET_FILE:hostile_inputs>
+                 -DTRAIN=$<TARGET_FILE:${_hostile_train}> -DWORK_DIR=${_hostile}
+                 -P ${_hostile_src}/setup.cmake)
+set_tests_properties(train_mlp_hostile_setup PROPERTIES FIXTURES_SETUP train_mlp_hostile TIMEOUT 120)
+
+# grove_train_mlp_hostile(NAME EXIT status EXPECT regex ARGS args... [FORBID regex] [WATCH dir]
+#                         [MEMORY_KIB n] [LAUNCH launcher args...] [ENV vars...]): train_mlp
+# ARGS (after LAUNCH, an MPI launcher, if given) must exit with `status` saying `regex`.
+# Without --data in ARGS the good crafted dataset is used; WATCH defaults to the inputs.
+function(grove_train_mlp_hostile name)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "EXIT;EXPECT;FORBID;WATCH;MEMORY_KIB"
+                        "ARGS;LAUNCH;ENV")
+  set(args ${arg_ARGS})
+  if(NOT "--data" IN_LIST args)
+    list(PREPEND args --data ${_hostile}/good)
+  endif()
+  if(NOT "--layers" IN_LIST args)
+    list(APPEND args --layers 784,16,10)
+  endif()
+  if(NOT "--threads" IN_LIST args)
+    list(APPEND args --threads 1)
+  endif()
+  if(NOT arg_WATCH)
+    set(arg_WATCH ${_hostile}/inputs)
+  endif()
+  if(TARGET grove_sanitize)
+    set(arg_MEMORY_KIB)
+  endif()
+  string(JOIN "|" command ${arg_LAUNCH} $<TARGET_FILE:${_hostile_train}> ${args})
+  add_test(NAME train_mlp_hostile_${name}
+           COMMAND ${CMAKE_COMMAND} "-DCOMMAND=${command}" -DEXPECT_RC=${arg_EXIT}
+                   "-DEXPECT=${arg_EXPECT}" "-DFORBID=${arg_FORBID}" -DWATCH=${arg_WATCH}
+                   -DMEMORY_KIB=${arg_MEMORY_KIB} -P ${_hostile_src}/run_case.cmake)
+  set_tests_properties(train_mlp_hostile_${name} PROPERTIES
+                       FIXTURES_REQUIRED train_mlp_hostile TIMEOUT 120 ENVIRONMENT "${arg_ENV}")
+endfunction()
+
+set(_in ${_hostile}/inputs)
+set(_out ${_hostile}/outputs)
+# No epoch may start in a case that must fail before training.
+set(_no_epoch "epoch +1/")
+# A ceiling on virtual memory for the bombs (KiB): far above a normal run of the small network,
+# far below what the crafted headers claim.
+set(_ceiling 1500000)
+
+# --- crashes -------------------------------------------------------------------------------------
+grove_train_mlp_hostile(zero_train EXIT 1 EXPECT "the training set has no images" FORBID ${_no_epoch}
+                        ARGS --data ${_in}/zero-train)
+grove_train_mlp_hostile(zero_train_raw EXIT 1 EXPECT "the training set has no images"
+                        ARGS --data ${_in}/zero-train --no-standardize)
+grove_train_mlp_hostile(zero_pixels EXIT 1 EXPECT "the images have no pixels"
+                        ARGS --data ${_in}/zero-pixels)
+grove_train_mlp_hostile(zero_pixels_raw EXIT 1 EXPECT "the images have no pixels"
+                        ARGS --data ${_in}/zero-pixels --no-standardize)
+grove_train_mlp_hostile(threads_100000 EXIT 2 EXPECT "train_mlp: --threads 100000: at most 1024"
+                        ARGS --threads 100000)
+grove_train_mlp_hostile(threads_40000 EXIT 2 EXPECT "train_mlp: --threads 40000: at most 1024"
+                        ARGS --threads 40000)
+grove_train_mlp_hostile(devices_100000 EXIT 2 EXPECT "train_mlp: --devices 100000: at most 1024"
+                        ARGS --devices 100000 --batch-size 200000)
+
+# --- hangs ---------------------------------------------------------------------------------------
+grove_train_mlp_hostile(fifo_idx EXIT 1 EXPECT "train-images-idx3-ubyte, a FIFO, not a regular file"
+                        ARGS --data ${_in}/fifo-data)
+grove_train_mlp_hostile(fifo_resume EXIT 1 EXPECT "fifo, a FIFO, not a regular file"
+                        ARGS --epochs 2 --resume ${_in}/fifo)
+
+# --- silent corruption ---------------------------------------------------------------------------
+grove_train_mlp_hostile(gzip_trailer_cut EXIT 1 EXPECT "the gzip stream is truncated"
+                        ARGS --data ${_in}/gz-cut)
+grove_train_mlp_hostile(gzip_trailing_garbage EXIT 1
+                        EXPECT "7 more bytes follow that are not another gzip member"
+                        ARGS --data ${_in}/gz-trailing)
+# The checkpoints setup.cmake crafted from one train_mlp wrote after 1 epoch of 4 steps.
+set(_resume --epochs 2 --batch-size 16 --save ${_out}/resumed.safetensors)
+grove_train_mlp_hostile(resume_step_count EXIT 1
+                        EXPECT "the optimizer's step count is 4611686018427387904, but 1 epochs of 4 steps make 4"
+                        ARGS ${_resume} --resume ${_in}/steps.safetensors FORBID ${_no_epoch})
+grove_train_mlp_hostile(resume_epoch_0 EXIT 1 EXPECT "the checkpoint is at epoch 0"
+                        ARGS ${_resume} --resume ${_in}/epoch0.safetensors)
+grove_train_mlp_hostile(resume_history_overflow EXIT 1
+                        EXPECT "train_mlp.history has a malformed line `99999999999,"
+                        ARGS ${_resume} --resume ${_in}/overflow.safetensors)
+grove_train_mlp_hostile(resume_good EXIT 0 EXPECT "resumed from .* after epoch 1"
+                        ARGS ${_resume} --resume ${_in}/base.safetensors WATCH ${_in})
+
+# --- damage --------------------------------------------------------------------------------------
+grove_train_mlp_hostile(save_onto_fifo EXIT 1 EXPECT "--save .*fifo: it is a special file"
+                        ARGS --save ${_in}/fifo FORBID ${_no_epoch})
+grove_train_mlp_hostile(metrics_onto_directory EXIT 1 EXPECT "--metrics .*a-directory: it is a directory"
+                        ARGS --metrics ${_in}/a-directory FORBID ${_no_epoch})
+grove_train_mlp_hostile(save_onto_directory EXIT 1 EXPECT "--save .*a-directory: it is a directory"
+                        ARGS --save ${_in}/a-directory FORBID ${_no_epoch})
+
+# --- memory and time bombs -----------------------------------------------------------------------
+grove_train_mlp_hostile(bomb_labels EXIT 1 MEMORY_KIB ${_ceiling}
+                        EXPECT "read_idx_labels: .*train-labels-idx1-ubyte: .*the header describes 4294967295 elements"
+                        ARGS --data ${_in}/bomb-labels)
+grove_train_mlp_hostile(bomb_images EXIT 1 MEMORY_KIB ${_ceiling}
+                        EXPECT "train-images-idx3-ubyte: the header describes .* more than the limit"
+                        ARGS --data ${_in}/bomb-images)
+grove_train_mlp_hostile(bomb_deep_json EXIT 1 MEMORY_KIB ${_ceiling}
+                        EXPECT "grove::io::inspect: .*deep.safetensors: __metadata__ \"k\" is an object"
+                        ARGS --epochs 2 --resume ${_in}/deep.safetensors)
+
+# --- settings that lie ---------------------------------------------------------------------------
+grove_train_mlp_hostile(lr_nan EXIT 2 EXPECT "train_mlp: --lr: must be a finite number, got nan"
+                        ARGS --lr nan)
+grove_train_mlp_hostile(lr_inf EXIT 2 EXPECT "--lr: must be a finite number" ARGS --lr inf)
+grove_train_mlp_hostile(lr_decay_nan EXIT 2 EXPECT "--lr-decay: must be a finite number"
+                        ARGS --lr-decay nan)
+grove_train_mlp_hostile(final_loss_nan EXIT 1
+                        EXPECT "the test loss is (-?nan|-?inf) after epoch 1: the loss diverged"
+                        FORBID "test loss -?nan|final test accuracy"
+                        ARGS --epochs 1 --batch-size 64 --optimizer sgd --lr 1e30 --lr-decay 1)
+grove_train_mlp_hostile(layers_empty_field EXIT 2 EXPECT "--layers 784,,10: expected positive widths"
+                        ARGS --layers 784,,10)
+grove_train_mlp_hostile(layers_twice EXIT 2 EXPECT "--layers: At Most 1 required but received 2"
+                        ARGS --layers 784,16,10 --layers 784,32,10)
+grove_train_mlp_hostile(layers_absurd EXIT 2 MEMORY_KIB ${_ceiling} EXPECT "width 100000000000 is not in"
+                        ARGS --layers 784,100000000000,10)
+grove_train_mlp_hostile(layers_too_many_parameters EXIT 2 MEMORY_KIB ${_ceiling}
+                        EXPECT "parameters, more than 268435456"
+                        ARGS --layers 784,1000000,1000000,10)
+grove_train_mlp_hostile(seed_negative EXIT 2 EXPECT "--seed: must be a non-negative decimal integer, got -1"
+                        ARGS --seed -1)
+grove_train_mlp_hostile(epochs_twice EXIT 2 EXPECT "--epochs: At Most 1 required but received 2" ARGS --epochs 1 --epochs 2)
+grove_train_mlp_hostile(resume_names_batch_size EXIT 1
+                        EXPECT "--batch-size: 16 in the checkpoint, 32 now"
+                        ARGS --epochs 2 --batch-size 32 --resume ${_in}/base.safetensors)
+grove_train_mlp_hostile(resume_names_lr_decay EXIT 1
+                        EXPECT "--lr-decay: 0.90000000000000002 in the checkpoint, 0.5 now"
+                        ARGS --epochs 2 --batch-size 16 --lr-decay 0.5 --resume ${_in}/base.safetensors)
+grove_train_mlp_hostile(constant_pixels EXIT 1 EXPECT "all have the same pixel value \\(0.0274"
+                        FORBID "diverged" ARGS --data ${_in}/constant)
+grove_train_mlp_hostile(zero_test EXIT 1 EXPECT "the test set has no images" FORBID ${_no_epoch}
+                        ARGS --data ${_in}/zero-test)
+grove_train_mlp_hostile(data_regular_file EXIT 1
+                        EXPECT "--data .*a-regular-file is not a directory \\(a regular file\\)"
+                        ARGS --data ${_in}/a-regular-file)
+
+# --- MPI: ranks that disagree on a setting -------------------------------------------------------
+if(GROVE_MPI)
+  # Two ranks through mpirun's MPMD syntax, each with its own arguments: A for rank 0, B for 1.
+  function(grove_train_mlp_ranks_disagree name expect a b)
+    set(rc 2)
+    if(ARGC GREATER 4)
+      set(rc ${ARGV4})
+    endif()
+    set(common $<TARGET_FILE:${_hostile_train}> --layers 784,16,10 --threads 1)
+    string(REPLACE "," ";" a "${a}")
+    string(REPLACE "," ";" b "${b}")
+    if(NOT "--data" IN_LIST a)
+      list(APPEND common --data ${_hostile}/good)
+    endif()
+    string(JOIN "|" command ${MPIEXEC_EXECUTABLE} ${GROVE_MPIEXEC_FLAGS} ${MPIEXEC_NUMPROC_FLAG} 1
+           ${common} ${a} : ${MPIEXEC_NUMPROC_FLAG} 1 ${common} ${b})
+    add_test(NAME train_mlp_hostile_mpi_${name}
+             COMMAND ${CMAKE_COMMAND} "-DCOMMAND=${command}" -DEXPECT_RC=${rc} "-DEXPECT=${expect}"
+                     "-DFORBID=${_no_epoch}" -DWATCH=${_hostile}/inputs -DTIMEOUT=90
+                     -P ${_hostile_src}/run_case.cmake)
+    set_tests_properties(train_mlp_hostile_mpi_${name} PROPERTIES
+                         FIXTURES_REQUIRED train_mlp_hostile TIMEOUT 120 PROCESSORS 2
+                         ENVIRONMENT "${GROVE_MPI_TEST_ENV};OMP_WAIT_POLICY=PASSIVE;${_hostile_asan}")
+  endfunction()
+  grove_train_mlp_ranks_disagree(epochs "--epochs: rank 0 has 1, rank 1 has 2" "--epochs,1" "--epochs,2")
+  grove_train_mlp_ranks_disagree(batch_size "--batch-size: rank 0 has 16, rank 1 has 32"
+                                 "--batch-size,16" "--batch-size,32")
+  grove_train_mlp_ranks_disagree(data "--data: rank 0 has .*good, rank 1 has .*good-gz"
+                                 "--data,${_hostile}/good" "--data,${_hostile}/good-gz")
+  grove_train_mlp_ranks_disagree(seed "--seed: rank 0 has 1, rank 1 has 2" "--seed,1" "--seed,2")
+  grove_train_mlp_ranks_disagree(lr "--lr: rank 0 has 0.01, rank 1 has 0.02" "--lr,0.01" "--lr,0.02")
+  grove_train_mlp_ranks_disagree(optimizer "--optimizer: rank 0 has sgd, rank 1 has adam"
+                                 "--optimizer,sgd" "--optimizer,adam")
+  grove_train_mlp_ranks_disagree(standardize "--standardize: rank 0 has yes, rank 1 has no"
+                                 "--standardize" "--no-standardize")
+  # A failure of one rank alone before training (its data is missing) ends all of them, status 1:
+  # the others must not wait for it in their first collective.
+  grove_train_mlp_ranks_disagree(one_rank_fails "the data directory .*missing does not exist"
+                                 "--data,${_hostile}/good" "--data,${_hostile}/missing" 1)
+endif()
