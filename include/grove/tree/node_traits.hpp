@@ -578,7 +578,8 @@ constexpr bool same_node_shape() {
 /// The list decides the leaf order only: rebuilding the struct (tree_map, tree_unflatten)
 /// value-initialises it and assigns each field by name, so the struct must be default
 /// constructible with assignable fields. Every field must be listed, here or as a static field
-/// (GROVE_NODE_STATIC): for an aggregate this is checked at compile time (its fields are counted);
+/// (GROVE_NODE_STATIC): for an aggregate this is checked at compile time (its fields are counted,
+/// a base class as one field, so an aggregate with a base cannot always be registered);
 /// a non-aggregate's unlisted members keep the values its default constructor gives them.
 #define GROVE_NODE(Type, ...) GROVE_DETAIL_NODE(Type, (__VA_ARGS__), ())
 
