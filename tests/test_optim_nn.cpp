@@ -36,8 +36,8 @@ double max_ulps(const Params& a, const Params& b) {
   const Eigen::VectorXf x = grove::ravel(a).first, y = grove::ravel(b).first;
   double worst = 0;
   for (Eigen::Index i = 0; i < x.size(); ++i) {
-    const double scale = std::max(std::abs(x[i]), std::abs(y[i])) *
-                         std::numeric_limits<float>::epsilon();
+    const double scale =
+        std::max(std::abs(x[i]), std::abs(y[i])) * std::numeric_limits<float>::epsilon();
     if (x[i] != y[i]) worst = std::max(worst, std::abs(double(x[i]) - y[i]) / scale);
   }
   return worst;
@@ -71,7 +71,8 @@ TEST_CASE("optim::sgd, sgd with momentum and adam step as nn's do", "[optim][nn]
       CHECK(max_ulps(a, b) <= 2);
     }
     for (const bool nesterov : {false, true}) {
-      auto [a, b] = both(optim::sgd(0.05, 0.9, nesterov), nn::momentum(0.05, 0.9, nesterov), threads);
+      auto [a, b] =
+          both(optim::sgd(0.05, 0.9, nesterov), nn::momentum(0.05, 0.9, nesterov), threads);
       CHECK(max_ulps(a, b) <= 2);
     }
     {

@@ -114,11 +114,11 @@ TEST_CASE("piecewise_constant_schedule: scales from each boundary on", "[optim][
 }
 
 TEST_CASE("join_schedules counts each schedule from its boundary", "[optim][schedule]") {
-  const auto s = optim::join_schedules(
-      {optim::Schedule([](std::int64_t c) { return 100.0 + double(c); }),
-       optim::Schedule([](std::int64_t c) { return 200.0 + double(c); }),
-       optim::constant_schedule(7.0)},
-      {3, 5});
+  const auto s =
+      optim::join_schedules({optim::Schedule([](std::int64_t c) { return 100.0 + double(c); }),
+                             optim::Schedule([](std::int64_t c) { return 200.0 + double(c); }),
+                             optim::constant_schedule(7.0)},
+                            {3, 5});
   CHECK(s(0) == 100);
   CHECK(s(2) == 102);
   CHECK(s(3) == 200);
@@ -152,10 +152,16 @@ TEST_CASE("Schedules reject what optax falls back from", "[optim][schedule][erro
          "warmup_steps, got 10 and 10");
   throws([] { return optim::warmup_cosine_decay_schedule(0, 1, -1, 10); },
          "grove::optim::warmup_cosine_decay_schedule: warmup_steps must be >= 0, got -1");
-  throws([] { return optim::piecewise_constant_schedule(1, {{3, -0.5}}); },
-         "grove::optim::piecewise_constant_schedule: scales must be non-negative");
-  throws([] { return optim::piecewise_constant_schedule(1, {{3, 0.5}, {3, 0.2}}); },
-         "grove::optim::piecewise_constant_schedule: boundary 3 is given twice");
+  throws(
+      [] {
+        return optim::piecewise_constant_schedule(1, {{3, -0.5}});
+      },
+      "grove::optim::piecewise_constant_schedule: scales must be non-negative");
+  throws(
+      [] {
+        return optim::piecewise_constant_schedule(1, {{3, 0.5}, {3, 0.2}});
+      },
+      "grove::optim::piecewise_constant_schedule: boundary 3 is given twice");
   throws([] { return optim::join_schedules({optim::Schedule(1.0)}, {3}); },
          "grove::optim::join_schedules: expects one boundary fewer than schedules, got 1 "
          "schedules and 1 boundaries");

@@ -23,7 +23,7 @@ inline auto sgd(Schedule learning_rate) {
 /// scale_by_learning_rate. State: std::tuple<TraceState<P>, ScaleByScheduleState>. Throws
 /// grove::argument_error for a negative learning rate or momentum outside [0, 1).
 inline auto sgd(Schedule learning_rate, double momentum, bool nesterov = false) {
-  return chain(Trace(momentum, nesterov, "sgd"),
+  return chain(Trace(momentum, nesterov, "sgd", "momentum"),
                detail::scale_by_learning_rate("sgd", std::move(learning_rate), true));
 }
 

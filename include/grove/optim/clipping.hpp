@@ -18,10 +18,10 @@ class Clip : public FusedTransformation<Clip> {
     return {};
   }
   double context(const EmptyState&, double) const { return max_delta_; }
-  template <class U, class Pc>
-  void apply(double max_delta, U& u, const Pc&, Index) const {
+  template <class U, class Pc, class Scratch>
+  auto apply(double max_delta, const U& u, const Pc&, Index, Scratch&) const {
     using S = typename std::remove_cvref_t<U>::Scalar;
-    u = u.max(S(-max_delta)).min(S(max_delta));
+    return u.max(S(-max_delta)).min(S(max_delta));
   }
 
  private:
@@ -58,10 +58,11 @@ class ClipByGlobalNorm : public FusedTransformation<ClipByGlobalNorm> {
     if (norm < max_norm_) return {false, 1.0};
     return {true, max_norm_ / norm};
   }
-  template <class U, class Pc>
-  void apply(const context_type& c, U& u, const Pc&, Index) const {
+  template <class U, class Pc, class Scratch>
+  auto apply(const context_type& c, const U& u, const Pc&, Index, Scratch&) const {
     using S = typename std::remove_cvref_t<U>::Scalar;
-    if (c.clipped) u *= S(c.factor);
+    // The factor is exactly 1 when the updates are not clipped.
+    return u * S(c.factor);
   }
 
  private:

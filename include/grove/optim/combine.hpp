@@ -114,19 +114,10 @@ class Chain {
     }
     (std::index_sequence_for<Ts...>{});
   }
-  template <class Ctx, class U, class Pc, class... B>
-  void apply(const Ctx& c, U& u, const Pc& p, Index at, B&... b) const {
+  template <class Ctx, class U, class Pc, class Scratch, class... B>
+  auto apply(const Ctx& c, const U& u, const Pc& p, Index at, Scratch& scratch, B&... b) const {
     auto all = std::forward_as_tuple(b...);
-    each([&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
-      using State = typename Ctx::state_type;
-      using T = std::tuple_element_t<I, std::tuple<Ts...>>;
-      constexpr std::size_t first = offset<State, I>();
-      constexpr std::size_t count = detail::buffer_count<T, std::tuple_element_t<I, State>>;
-      [&]<std::size_t... J>(std::index_sequence<J...>) {
-        std::get<I>(ts_).apply(std::get<I>(c.contexts), u, p, at, std::get<first + J>(all)...);
-      }
-      (std::make_index_sequence<count>{});
-    });
+    return apply_from<0>(c, u, p, at, scratch, all);
   }
   template <class State>
   void advance(State& state) const {
@@ -142,6 +133,26 @@ class Chain {
       (f(std::integral_constant<std::size_t, I>{}), ...);
     }
     (std::index_sequence_for<Ts...>{});
+  }
+  // Element I applied to u, then the rest of the chain to its result (an expression: the chain's
+  // elementwise work composes into one expression).
+  template <std::size_t I, class Ctx, class U, class Pc, class Scratch, class All>
+  auto apply_from(const Ctx& c, const U& u, const Pc& p, Index at, Scratch& scratch,
+                  All& all) const {
+    if constexpr (I == sizeof...(Ts)) {
+      return u;
+    } else {
+      using State = typename Ctx::state_type;
+      using T = std::tuple_element_t<I, std::tuple<Ts...>>;
+      constexpr std::size_t first = offset<State, I>();
+      constexpr std::size_t count = detail::buffer_count<T, std::tuple_element_t<I, State>>;
+      auto next = [&]<std::size_t... J>(std::index_sequence<J...>) {
+        return std::get<I>(ts_).apply(std::get<I>(c.contexts), u, p, at, scratch,
+                                      std::get<first + J>(all)...);
+      }
+      (std::make_index_sequence<count>{});
+      return apply_from<I + 1>(c, next, p, at, scratch, all);
+    }
   }
   template <class State, std::size_t I>
   static constexpr std::size_t offset() {

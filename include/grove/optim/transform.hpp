@@ -40,9 +40,9 @@ class Scale : public FusedTransformation<Scale> {
     return {};
   }
   double context(const EmptyState&, double) const { return step_size_; }
-  template <class U, class Pc>
-  void apply(double step_size, U& u, const Pc&, Index) const {
-    u *= detail::scalar_of_chunk<U>(step_size);
+  template <class U, class Pc, class Scratch>
+  auto apply(double step_size, const U& u, const Pc&, Index, Scratch&) const {
+    return u * detail::scalar_of_chunk<U>(step_size);
   }
 
  private:
@@ -71,9 +71,9 @@ class ScaleBySchedule : public FusedTransformation<ScaleBySchedule> {
     return {};
   }
   double context(const ScaleByScheduleState& s, double) const { return fn_(s.count); }
-  template <class U, class Pc>
-  void apply(double step_size, U& u, const Pc&, Index) const {
-    u *= detail::scalar_of_chunk<U>(step_size);
+  template <class U, class Pc, class Scratch>
+  auto apply(double step_size, const U& u, const Pc&, Index, Scratch&) const {
+    return u * detail::scalar_of_chunk<U>(step_size);
   }
   void advance(ScaleByScheduleState& s) const { ++s.count; }
   /// The schedule.
@@ -173,17 +173,19 @@ class ScaleByAdam : public FusedTransformation<ScaleByAdam> {
     return {detail::inverse_correction<float>(b1_, t), detail::inverse_correction<float>(b2_, t),
             detail::inverse_correction<double>(b1_, t), detail::inverse_correction<double>(b2_, t)};
   }
-  template <class U, class Pc, class M, class V>
-  void apply(const detail::adam_context& c, U& u, const Pc&, Index at, M& mu, V& nu) const {
+  template <class U, class Pc, class Scratch, class M, class V>
+  auto apply(const detail::adam_context& c, const U& u_in, const Pc&, Index at, Scratch& scratch,
+             M& mu, V& nu) const {
     using S = detail::scalar_of_chunk<U>;
-    const Index n = u.size();
+    const Index n = u_in.size();
+    const auto& u = detail::reusable(u_in, scratch);
     auto m = detail::flat(mu).segment(at, n);
     auto v = detail::flat(nu).segment(at, n);
     const S b1 = S(b1_), b2 = S(b2_), eps = S(eps_), eps_root = S(eps_root_);
     const S inv_c1 = c.inv_c1<S>(), inv_c2 = c.inv_c2<S>();
     m = (S(1) - b1) * u + b1 * m;
     v = (S(1) - b2) * u.square() + b2 * v;
-    u = (m * inv_c1) / (((v * inv_c2) + eps_root).sqrt() + eps);
+    return (m * inv_c1) / (((v * inv_c2) + eps_root).sqrt() + eps);
   }
   template <class P>
   void advance(ScaleByAdamState<P>& s) const {
@@ -232,13 +234,15 @@ class ScaleByRms : public FusedTransformation<ScaleByRms> {
   int context(const ScaleByRmsState<P>&, double) const {
     return 0;
   }
-  template <class U, class Pc, class V>
-  void apply(int, U& u, const Pc&, Index at, V& nu) const {
+  template <class U, class Pc, class Scratch, class V>
+  auto apply(int, const U& u_in, const Pc&, Index at, Scratch& scratch, V& nu) const {
     using S = detail::scalar_of_chunk<U>;
+    const auto& u = detail::reusable(u_in, scratch);
     auto v = detail::flat(nu).segment(at, u.size());
     const S decay = S(decay_), eps = S(eps_);
     v = (S(1) - decay) * u.square() + decay * v;
-    u = u / (v + eps).sqrt();
+    // Returned by value: u may be a reference to an expression of this frame's caller.
+    return std::remove_cvref_t<decltype(u)>(u) / (v + eps).sqrt();
   }
 
  private:
@@ -280,12 +284,13 @@ class ScaleByRss : public FusedTransformation<ScaleByRss> {
   int context(const ScaleByRssState<P>&, double) const {
     return 0;
   }
-  template <class U, class Pc, class A>
-  void apply(int, U& u, const Pc&, Index at, A& sum) const {
+  template <class U, class Pc, class Scratch, class A>
+  auto apply(int, const U& u_in, const Pc&, Index at, Scratch& scratch, A& sum) const {
     using S = detail::scalar_of_chunk<U>;
+    const auto& u = detail::reusable(u_in, scratch);
     auto s = detail::flat(sum).segment(at, u.size());
     s += u.square();
-    u = (s > S(0)).select(u / (s + S(eps_)).sqrt(), S(0));
+    return (s > S(0)).select(std::remove_cvref_t<decltype(u)>(u) / (s + S(eps_)).sqrt(), S(0));
   }
 
  private:
@@ -326,17 +331,19 @@ class ScaleByLion : public FusedTransformation<ScaleByLion> {
   int context(const ScaleByLionState<P>&, double) const {
     return 0;
   }
-  template <class U, class Pc, class M>
-  void apply(int, U& u, const Pc&, Index at, M& mu) const {
+  template <class U, class Pc, class Scratch, class M>
+  auto apply(int, const U& u_in, const Pc&, Index at, Scratch& scratch, M& mu) const {
     using S = detail::scalar_of_chunk<U>;
-    auto m = detail::flat(mu).segment(at, u.size());
+    scratch = u_in;
+    auto m = detail::flat(mu).segment(at, scratch.size());
     const S b1 = S(b1_), b2 = S(b2_);
-    for (Index i = 0; i < u.size(); ++i) {
-      const S g = u[i];
+    for (Index i = 0; i < scratch.size(); ++i) {
+      const S g = scratch[i];
       const S x = (S(1) - b1) * g + b1 * m[i];
-      u[i] = static_cast<S>((x > 0) - (x < 0));
+      scratch[i] = static_cast<S>((x > 0) - (x < 0));
       m[i] = (S(1) - b2) * g + b2 * m[i];
     }
+    return detail::chunk_map<S>(scratch.data(), scratch.size());
   }
   template <class P>
   void advance(ScaleByLionState<P>& s) const {
@@ -365,9 +372,9 @@ GROVE_NODE(TraceState, trace);
 /// (the new trace).
 class Trace : public FusedTransformation<Trace> {
  public:
-  Trace(double decay, bool nesterov, const char* who = "trace")
+  Trace(double decay, bool nesterov, const char* who = "trace", const char* name = "decay")
       : decay_(decay), nesterov_(nesterov) {
-    detail::check_decay(who, "decay", decay);
+    detail::check_decay(who, name, decay);
   }
   template <class P>
   TraceState<P> init(const P& params) const {
@@ -381,16 +388,20 @@ class Trace : public FusedTransformation<Trace> {
   int context(const TraceState<P>&, double) const {
     return 0;
   }
-  template <class U, class Pc, class T>
-  void apply(int, U& u, const Pc&, Index at, T& trace) const {
+  template <class U, class Pc, class Scratch, class T>
+  auto apply(int, const U& u, const Pc&, Index at, Scratch& scratch, T& trace) const {
     using S = detail::scalar_of_chunk<U>;
     auto t = detail::flat(trace).segment(at, u.size());
     const S decay = S(decay_);
-    t = u + decay * t;
-    if (nesterov_)
-      u = u + decay * t;
-    else
-      u = t;
+    if (nesterov_) {
+      scratch = u;
+      t = scratch + decay * t;
+      scratch = scratch + decay * t;
+    } else {
+      t = u + decay * t;
+      scratch = t;
+    }
+    return detail::chunk_map<S>(scratch.data(), scratch.size());
   }
 
  private:
@@ -417,9 +428,9 @@ class AddDecayedWeights : public FusedTransformation<AddDecayedWeights> {
     return {};
   }
   double context(const EmptyState&, double) const { return weight_decay_; }
-  template <class U, class Pc>
-  void apply(double weight_decay, U& u, const Pc& p, Index) const {
-    u += detail::scalar_of_chunk<U>(weight_decay) * p;
+  template <class U, class Pc, class Scratch>
+  auto apply(double weight_decay, const U& u, const Pc& p, Index, Scratch&) const {
+    return u + detail::scalar_of_chunk<U>(weight_decay) * p;
   }
 
  private:

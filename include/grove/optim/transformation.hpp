@@ -8,15 +8,20 @@
 // Elementwise transformations (and chains of them) also expose the hooks of the fused pass:
 // their step reads each element of the gradients, parameters and state once, writes the
 // parameters and state once, and allocates nothing; their update is the same pass writing into a
-// copy. So step is update + apply_updates_inplace, bit for bit.
+// copy, so step is update + apply_updates_inplace up to the rounding of a fused multiply-add
+// (and bit for bit in the state).
 //
 // The hooks, for a transformation T with `static constexpr bool fusable = true`:
 //   T::needs_norm                 whether context needs the global norm of the incoming updates
 //   tx.context(state, norm)       the per-step values (a schedule's value, bias corrections)
 //   T::buffers(state)             a std::tuple of references to the state's params-shaped trees
-//   tx.apply(ctx, u, p, at, b...) transforms u, a chunk of one leaf's updates, in place; p is the
-//                                 same chunk of the parameters, `at` its offset in the leaf, b...
-//                                 the matching leaves of the buffers
+//   tx.apply(ctx, u, p, at, scratch, b...)
+//                                 the updates of one chunk of one leaf, as an Eigen expression of
+//                                 u, the incoming updates (an expression too); p is the same chunk
+//                                 of the parameters, `at` its offset in the leaf, scratch an array
+//                                 of the chunk's size for a result that must be stored, b... the
+//                                 matching leaves of the buffers (written in place). Once scratch
+//                                 is written, u must not be read again (it may be scratch).
 //   tx.advance(state)             the state changes that are not per element (counts)
 #pragma once
 

@@ -64,10 +64,16 @@ class Masked : public FusedTransformation<Masked<Inner, MaskOrFn>> {
   auto context(const MaskedState<IS, M>& s, double norm) const {
     return inner_.context(s.inner_state, norm);
   }
-  template <class Ctx, class U, class Pc, class Flag, class... B>
-  void apply(const Ctx& c, U& u, const Pc& p, Index at, const Flag& on, B&... b) const {
+  template <class Ctx, class U, class Pc, class Scratch, class Flag, class... B>
+  auto apply(const Ctx& c, const U& u, const Pc& p, Index at, Scratch& scratch, const Flag& on,
+             B&... b) const {
     static_assert(std::is_arithmetic_v<Flag>, "grove: a mask's leaves must be bools");
-    if (static_cast<bool>(on)) inner_.apply(c, u, p, at, b...);
+    using S = typename std::remove_cvref_t<U>::Scalar;
+    if (static_cast<bool>(on))
+      scratch = inner_.apply(c, u, p, at, scratch, b...);
+    else
+      scratch = u;
+    return detail::chunk_map<S>(scratch.data(), scratch.size());
   }
   template <class IS, class M>
   void advance(MaskedState<IS, M>& s) const {

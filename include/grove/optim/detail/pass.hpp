@@ -25,7 +25,7 @@ using ::grove::detail::Range;
 inline constexpr Index min_per_thread = Index{1} << 15;
 /// Elements transformed together in the fused pass: small enough that the chunk and the state it
 /// reads stay in L1 between the transformations of a chain.
-inline constexpr Index chunk_size = 512;
+inline constexpr Index chunk_size = 1024;
 
 template <class Tree>
 Index total_elements(const Tree& tree) {
@@ -69,9 +69,43 @@ void check_sizes(const char* who, const First& first, const Others&... others) {
       first, others...);
 }
 
-/// The fused pass of transformation t: for every chunk of every leaf, u = the gradients' chunk,
-/// t.apply(ctx, u, params' chunk, offset, state leaves...), then out's chunk = u (an update) or
-/// += u (a step, where out is the parameters).
+/// A chunk of updates as a plain array the caller owns (the scratch of the fused pass).
+template <class S>
+using chunk_map = Eigen::Map<Eigen::Array<S, Eigen::Dynamic, 1>>;
+
+template <class U>
+constexpr bool direct_chunk() {
+  return bool(std::remove_cvref_t<U>::Flags & Eigen::DirectAccessBit);
+}
+// A direct chunk times a scalar (what clip_by_global_norm and scale make).
+template <class U>
+struct scaled_chunk : std::false_type {};
+template <class S, class X, class C>
+struct scaled_chunk<Eigen::CwiseBinaryOp<Eigen::internal::scalar_product_op<S, S>, X, C>>
+    : std::bool_constant<
+          direct_chunk<X>() &&
+          std::is_same_v<std::remove_cvref_t<C>,
+                         Eigen::CwiseNullaryOp<Eigen::internal::scalar_constant_op<S>,
+                                               Eigen::Array<S, Eigen::Dynamic, 1>>>> {};
+
+/// `u` itself when reading it again costs little (a load, a multiply), else u evaluated into
+/// `scratch`: for transformations that read their incoming updates more than once.
+template <class U, class S>
+decltype(auto) reusable(const U& u, chunk_map<S>& scratch) {
+  if constexpr (direct_chunk<U>() || scaled_chunk<std::remove_cvref_t<U>>::value) {
+    return u;
+  } else {
+    scratch = u;
+    return chunk_map<S>(scratch.data(), scratch.size());
+  }
+}
+
+/// The fused pass of transformation t: for every chunk of every leaf, e = t.apply(ctx, the
+/// gradients' chunk, the parameters' chunk, offset, scratch, state leaves...), an Eigen expression
+/// of the updates, which the pass evaluates once: out's chunk = e (an update) or += e (a step,
+/// where out is the parameters). Elementwise work of consecutive transformations thus runs in one
+/// loop; a transformation that must store its result (a moment, a masked choice) stores it in the
+/// state or in the chunk's scratch.
 template <bool InPlace, class T, class Ctx, class Out, class Params, class Grads, class... Bufs>
 void fused_pass(const T& t, const Ctx& ctx, Out& out, const Params& params, const Grads& grads,
                 Bufs&... bufs) {
@@ -87,13 +121,13 @@ void fused_pass(const T& t, const Ctx& ctx, Out& out, const Params& params, cons
           alignas(64) S buffer[chunk_size];
           for (Index at = r.begin; at < r.end; at += chunk_size) {
             const Index len = std::min(chunk_size, r.end - at);
-            Eigen::Map<Eigen::Array<S, Eigen::Dynamic, 1>> u(buffer, len);
-            u = gf.segment(at, len);
-            t.apply(ctx, u, pf.segment(at, len), at, b...);
+            chunk_map<S> scratch(buffer, len);
+            const auto e =
+                t.apply(ctx, gf.segment(at, len), pf.segment(at, len), at, scratch, b...);
             if constexpr (InPlace)
-              of.segment(at, len) += u;
+              of.segment(at, len) += e;
             else
-              of.segment(at, len) = u;
+              of.segment(at, len) = e;
           }
         },
         out, params, grads, bufs...);
@@ -120,6 +154,27 @@ void for_each_leaf(Kernel&& kernel, First& first, Trees&... trees) {
 inline constexpr Index norm_block = 8192;
 inline constexpr Index norm_blocks_per_round = 256;
 
+/// The sum of the squares of x[0, n), in double: 16 independent accumulators (one SIMD lane each,
+/// so the compiler vectorizes the loop without reassociating a sum), added in a fixed order.
+template <class S>
+double block_sum_of_squares(const S* x, Index n) {
+  constexpr Index lanes = 16;
+  double acc[lanes] = {};
+  Index i = 0;
+  for (; i + lanes <= n; i += lanes)
+    for (Index j = 0; j < lanes; ++j) {
+      const double e = static_cast<double>(x[i + j]);
+      acc[j] += e * e;
+    }
+  for (Index j = 0; i + j < n; ++j) {
+    const double e = static_cast<double>(x[i + j]);
+    acc[j] += e * e;
+  }
+  double total = 0;
+  for (Index j = 0; j < lanes; ++j) total += acc[j];
+  return total;
+}
+
 /// The sum of the squares of every element of the tree, accumulated in double.
 template <class Tree>
 double sum_of_squares(const Tree& tree) {
@@ -140,7 +195,7 @@ double sum_of_squares(const Tree& tree) {
               if (k < first || k >= first + count || (k - first) % team != tid) continue;
               const Index len = std::min(norm_block, f.size() - at);
               partial[static_cast<std::size_t>(k - first)] =
-                  f.segment(at, len).template cast<double>().square().sum();
+                  block_sum_of_squares(f.data() + at, len);
             }
           },
           tree);
