@@ -41,3 +41,6 @@ if(_grove_optim_python)
 else()
   message(STATUS "grove: no python3 found; the torch.optim comparison is not added")
 endif()
+
+# --- the program of docs/optim.md: compiled, run, and its output compared ------------------------
+grove_doc_program(TARGET optim_snippet TEST optim_readme_snippet DOC docs/optim.md)

@@ -117,3 +117,23 @@ TEST_CASE("global_norm and a clipped step are the same for every thread count", 
   const double expected = std::sqrt(flat.cast<double>().squaredNorm());
   CHECK(std::abs(norms[0] - expected) <= 1e-12 * expected);
 }
+
+TEST_CASE("README's optimizer snippet", "[optim][nn]") {
+  auto params = start();
+  const Params grads = grads_at(0);
+  // README.md, "Optimizers":
+  // Weight decay on the weight matrices only: a mask tree with the parameters' structure.
+  auto weights_only = [](const auto& p) {
+    return grove::tree_map([](const auto& leaf) { return leaf.cols() > 1; }, p);
+  };
+  const auto schedule = optim::warmup_cosine_decay_schedule(0.0, 1e-3, 100, 10000);
+  const auto tx = optim::chain(optim::clip_by_global_norm(1.0),
+                               optim::adamw(schedule, 0.9, 0.999, 1e-8, 0.0, 1e-4, weights_only));
+  auto state = tx.init(params);   // a pytree: std::tuple of the transformations' states
+  tx.step(params, grads, state);  // one fused pass over the parameters, no allocation
+  auto [updates, next] = tx.update(grads, state, params);  // or the pure form
+  params = optim::apply_updates(params, updates);
+  CHECK(std::get<2>(std::get<1>(next)).count == 2);
+  CHECK(std::get<1>(std::get<1>(next)).mask[0].get<0>());
+  CHECK_FALSE(std::get<1>(std::get<1>(next)).mask[0].get<1>());
+}
