@@ -11,6 +11,7 @@
 
 #include "grove/optim/detail/check.hpp"
 #include "grove/optim/detail/pass.hpp"
+#include "grove/optim/transform.hpp"
 #include "grove/optim/transformation.hpp"
 #include "grove/optim/tree_utils.hpp"
 #include "grove/optim/update.hpp"
