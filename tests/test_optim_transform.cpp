@@ -233,3 +233,40 @@ TEST_CASE("Leaves may be float: hyperparameters round once to the leaf's type",
   tx.step(params, grads, state);
   CHECK((params["w"] == expected).all());
 }
+
+namespace {
+// A user's transformation: init and update only (optax's GradientTransformation).
+struct Negate {
+  template <class P>
+  optim::EmptyState init(const P&) const {
+    return {};
+  }
+  template <class P>
+  optim::update_result<P, optim::EmptyState> update(const P& grads, const optim::EmptyState& s,
+                                                    const P&) const {
+    return {grove::tree_map([](const auto& g) -> std::remove_cvref_t<decltype(g)> { return -g; },
+                            grads),
+            s};
+  }
+};
+}  // namespace
+
+TEST_CASE("A user's transformation composes with grove's", "[optim][transform]") {
+  const auto tx = optim::chain(optim::scale_by_adam(), Negate{}, optim::scale(0.1));
+  STATIC_REQUIRE_FALSE(decltype(tx)::fusable);
+  const auto reference = optim::adam(0.1);
+  Tree a = params0(), b = params0(), c = params0();
+  auto sa = tx.init(a);
+  auto sb = reference.init(b);
+  const auto wrapped = optim::multi_steps(Negate{}, 1);
+  auto sc = wrapped.init(c);
+  for (int t = 0; t < steps; ++t) {
+    tx.step(a, grads_at(t), sa);
+    reference.step(b, grads_at(t), sb);
+    wrapped.step(c, grads_at(t), sc);
+  }
+  CHECK(close(flat(a), flat(b), 1e-15));
+  Vec expected = flat(params0());
+  for (int t = 0; t < steps; ++t) expected -= flat(grads_at(t));
+  CHECK(close(flat(c), expected));
+}

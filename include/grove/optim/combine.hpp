@@ -22,7 +22,7 @@ constexpr bool chain_fusable() {
       return false;
     } else {
       // Only the first may need the norm of its incoming updates: those are the gradients.
-      constexpr bool norms[] = {std::remove_cvref_t<Ts>::needs_norm...};
+      constexpr bool norms[] = {needs_norm<Ts>()...};
       for (std::size_t i = 1; i < sizeof...(Ts); ++i)
         if (norms[i]) return false;
       return true;
@@ -42,7 +42,8 @@ struct chain_context {
 /// is elementwise (and only the first needs the global norm, as clip_by_global_norm does), the
 /// chain is fused: step makes one pass over the parameters (plus one read of the gradients for
 /// the norm) and allocates nothing. Otherwise update runs them one by one and step is update +
-/// apply_updates_inplace (or the single transformation's own step).
+/// apply_updates_inplace (or the single transformation's own step). A user's transformation
+/// needs only init and update(grads, state, params) returning an update_result.
 template <class... Ts>
 class Chain {
   static_assert(sizeof...(Ts) > 0, "grove: chain needs at least one transformation");
@@ -50,7 +51,7 @@ class Chain {
  public:
   static constexpr bool fusable = detail::chain_fusable<Ts...>();
   static constexpr bool needs_norm =
-      std::remove_cvref_t<std::tuple_element_t<0, std::tuple<Ts...>>>::needs_norm;
+      detail::needs_norm<std::tuple_element_t<0, std::tuple<Ts...>>>();
 
   explicit Chain(Ts... ts) : ts_(std::move(ts)...) {}
 
@@ -85,7 +86,7 @@ class Chain {
     if constexpr (fusable) {
       detail::run_fused<true>(*this, "grove::optim::step", params, params, grads, state);
     } else if constexpr (sizeof...(Ts) == 1) {
-      std::get<0>(ts_).step(params, grads, std::get<0>(state));
+      detail::step_of(std::get<0>(ts_), params, grads, std::get<0>(state));
     } else {
       auto r = update(grads, state, params);
       ::grove::optim::apply_updates_inplace(params, r.updates);

@@ -50,11 +50,34 @@ namespace detail {
 template <class T>
 concept fusable = std::remove_cvref_t<T>::fusable;
 
+/// Whether T's context needs the global norm of its incoming updates (false for a user's
+/// transformation that does not say).
+template <class T>
+constexpr bool needs_norm() {
+  if constexpr (requires { std::remove_cvref_t<T>::needs_norm; })
+    return std::remove_cvref_t<T>::needs_norm;
+  else
+    return false;
+}
+
 template <class T, class State>
 using buffers_t = decltype(std::remove_cvref_t<T>::buffers(std::declval<State&>()));
 
 template <class T, class State>
 inline constexpr std::size_t buffer_count = std::tuple_size_v<buffers_t<T, State>>;
+
+/// t.step when t has one, else update + apply_updates_inplace (a user's transformation may offer
+/// init and update only).
+template <class T, class P, class State>
+void step_of(const T& t, P& params, const P& grads, State& state) {
+  if constexpr (requires { t.step(params, grads, state); }) {
+    t.step(params, grads, state);
+  } else {
+    auto r = t.update(grads, state, params);
+    ::grove::optim::apply_updates_inplace(params, r.updates);
+    state = std::move(r.state);
+  }
+}
 
 /// One fused pass of t: out = (or +=) the transformed grads; the state advances.
 template <bool InPlace, class T, class Out, class P, class G, class State>

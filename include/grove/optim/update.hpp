@@ -36,7 +36,10 @@ void apply_updates_inplace(P& params, const P& updates) {
   detail::check_sizes("grove::optim::apply_updates_inplace", params, updates);
   detail::for_each_leaf(
       [](detail::Index begin, detail::Index n, auto& p, const auto& u) {
-        detail::flat(p).segment(begin, n) += detail::flat(u).segment(begin, n);
+        if constexpr (std::is_arithmetic_v<std::remove_cvref_t<decltype(p)>>)
+          p += u;
+        else
+          detail::flat(p).segment(begin, n) += detail::flat(u).segment(begin, n);
       },
       params, updates);
 }

@@ -40,7 +40,7 @@ GROVE_NODE(MaskedState, inner_state, mask);
 /// norm.
 template <class Inner, class MaskOrFn>
 class Masked : public FusedTransformation<Masked<Inner, MaskOrFn>> {
-  static_assert(detail::fusable<Inner> && !Inner::needs_norm,
+  static_assert(detail::fusable<Inner> && !detail::needs_norm<Inner>(),
                 "grove: masked wraps an elementwise transformation (scale_by_adam, "
                 "add_decayed_weights, trace, ... or a chain of them) that does not need the "
                 "global norm; wrap multi_steps / apply_if_finite / clip_by_global_norm around "
@@ -163,7 +163,7 @@ class MultiSteps {
   void step(P& params, const P& grads, State& state) const {
     accumulate(state, grads);
     if (state.mini_step == k_ - 1) {
-      inner_.step(params, state.acc_grads, state.inner_opt_state);
+      detail::step_of(inner_, params, state.acc_grads, state.inner_opt_state);
       finish(state);
     } else {
       ++state.mini_step;
@@ -185,17 +185,30 @@ class MultiSteps {
     const double n = static_cast<double>(s.mini_step + 1);
     detail::for_each_leaf(
         [n](detail::Index begin, detail::Index size, auto& acc, const auto& g) {
-          using S = ::grove::scalar_t<std::remove_cvref_t<decltype(acc)>>;
-          auto a = detail::flat(acc).segment(begin, size);
-          a += (detail::flat(g).segment(begin, size) - a) / S(n);
+          using L = std::remove_cvref_t<decltype(acc)>;
+          using S = ::grove::scalar_t<L>;
+          if constexpr (std::is_arithmetic_v<L>) {
+            // A scalar leaf as a scalar: GCC's bounds warnings misread a 1-element Map's
+            // vectorized path.
+            acc += (g - acc) / S(n);
+          } else {
+            auto a = detail::flat(acc).segment(begin, size);
+            a += (detail::flat(g).segment(begin, size) - a) / S(n);
+          }
         },
         s.acc_grads, grads);
   }
   template <class State>
   void finish(State& s) const {
-    detail::for_each_leaf([](detail::Index begin, detail::Index size,
-                             auto& acc) { detail::flat(acc).segment(begin, size).setZero(); },
-                          s.acc_grads);
+    detail::for_each_leaf(
+        [](detail::Index begin, detail::Index size, auto& acc) {
+          using L = std::remove_cvref_t<decltype(acc)>;
+          if constexpr (std::is_arithmetic_v<L>)
+            acc = L(0);
+          else
+            detail::flat(acc).segment(begin, size).setZero();
+        },
+        s.acc_grads);
     s.mini_step = 0;
     ++s.gradient_step;
   }
@@ -260,7 +273,7 @@ class ApplyIfFinite {
 
   template <class P, class State>
   void step(P& params, const P& grads, State& state) const {
-    if (count(state, grads)) inner_.step(params, grads, state.inner_state);
+    if (count(state, grads)) detail::step_of(inner_, params, grads, state.inner_state);
   }
 
  private:
