@@ -1,4 +1,6 @@
-// grove/nn/activations.hpp: swish (the default), relu, tanh and gelu, each with its derivative.
+// grove/nn/activations.hpp: swish (the default), relu, tanh, gelu, sigmoid, softplus, elu,
+// leaky_relu and identity, each with its derivative. Each is also a layer of a model
+// (grove/nn/layers.hpp): `nn::sequential(nn::dense(784, 256), nn::swish, ...)`.
 //
 // An activation is a small function object:
 //
@@ -48,7 +50,8 @@ struct activation_base {
   T operator()(T x) const {
     Eigen::Array<T, 1, 1> a;
     a(0) = x;
-    return Derived::apply(a)(0);
+    const Eigen::Array<T, 1, 1> r = Derived::apply(a);
+    return r(0);
   }
   /// f(x) elementwise, evaluated: a matrix for a matrix, an array for an array.
   template <class D>
@@ -62,7 +65,8 @@ struct activation_base {
   T derivative(T x) const {
     Eigen::Array<T, 1, 1> a;
     a(0) = x;
-    return Derived::derivative_of(a)(0);
+    const Eigen::Array<T, 1, 1> r = Derived::derivative_of(a);
+    return r(0);
   }
   /// f'(x) elementwise, evaluated.
   template <class D>
@@ -260,10 +264,100 @@ struct Gelu {
   }
 };
 
+/// sigmoid(x) = 1 / (1 + exp(-x)) (jax.nn.sigmoid). f'(x) = s (1 - s).
+struct Sigmoid : detail::activation_base<Sigmoid> {
+  static constexpr const char* name = "sigmoid";
+  template <class A>
+  static auto apply(const A& z) {
+    return z.logistic();
+  }
+  template <class A>
+  static auto derivative_of(const A& z) {
+    using T = typename A::Scalar;
+    return z.logistic() * (T(1) - z.logistic());
+  }
+  template <class T>
+  static void forward_train(T* zd, T* a, Eigen::Index n) {
+    detail::chunked<T>(n, [&](Eigen::Index i, Eigen::Index len) {
+      detail::ArrayMap<T> z(zd + i, len), out(a + i, len);
+      out = z.logistic();
+      z = out * (T(1) - out);
+    });
+  }
+};
+
+/// softplus(x) = log(1 + exp(x)) (jax.nn.softplus), as max(x, 0) + log1p(exp(-|x|)) so that it is
+/// finite for large |x|. f'(x) = sigmoid(x).
+struct Softplus : detail::activation_base<Softplus> {
+  static constexpr const char* name = "softplus";
+  template <class A>
+  static auto apply(const A& z) {
+    using T = typename A::Scalar;
+    return z.max(T(0)) + (-z.abs()).exp().log1p();
+  }
+  template <class A>
+  static auto derivative_of(const A& z) {
+    return z.logistic();
+  }
+};
+
+/// elu(x) = x for x > 0, exp(x) - 1 otherwise (jax.nn.elu with alpha = 1). f'(x) = 1 for x > 0,
+/// exp(x) otherwise.
+struct Elu : detail::activation_base<Elu> {
+  static constexpr const char* name = "elu";
+  template <class A>
+  static auto apply(const A& z) {
+    using T = typename A::Scalar;
+    return (z > T(0)).select(z, z.expm1());
+  }
+  template <class A>
+  static auto derivative_of(const A& z) {
+    using T = typename A::Scalar;
+    return (z > T(0)).select(T(1), z.exp());
+  }
+};
+
+/// leaky_relu(x) = x for x >= 0, 0.01 x otherwise (jax.nn.leaky_relu with its default
+/// negative_slope = 0.01). f'(x) = 1 for x >= 0, 0.01 otherwise.
+struct LeakyRelu : detail::activation_base<LeakyRelu> {
+  static constexpr const char* name = "leaky_relu";
+  static constexpr double negative_slope = 0.01;
+  template <class A>
+  static auto apply(const A& z) {
+    using T = typename A::Scalar;
+    return (z >= T(0)).select(z, T(negative_slope) * z);
+  }
+  template <class A>
+  static auto derivative_of(const A& z) {
+    using T = typename A::Scalar;
+    return (z >= T(0)).template cast<T>() * T(1 - negative_slope) + T(negative_slope);
+  }
+};
+
+/// identity(x) = x (jax.nn.identity): a layer that changes nothing, for models assembled from
+/// options (an activation chosen by name, "none" among them).
+struct Identity : detail::activation_base<Identity> {
+  static constexpr const char* name = "identity";
+  template <class A>
+  static auto apply(const A& z) {
+    return z;
+  }
+  template <class A>
+  static auto derivative_of(const A& z) {
+    using T = typename A::Scalar;
+    return z * T(0) + T(1);
+  }
+};
+
 inline constexpr Swish swish{};
 inline constexpr Relu relu{};
 inline constexpr Tanh tanh{};
 inline constexpr Gelu gelu{};
+inline constexpr Sigmoid sigmoid{};
+inline constexpr Softplus softplus{};
+inline constexpr Elu elu{};
+inline constexpr LeakyRelu leaky_relu{};
+inline constexpr Identity identity{};
 
 /// What the network functions accept as an activation: one of the above, or a user type with the
 /// same members (apply / derivative_of array expressions, forward / forward_train kernels, name).
