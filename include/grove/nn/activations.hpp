@@ -18,7 +18,12 @@
 #include <algorithm>
 #include <cmath>
 #include <concepts>
+#include <iterator>
+#include <string>
+#include <string_view>
 #include <type_traits>
+
+#include "grove/error.hpp"
 
 namespace grove::nn {
 
@@ -358,6 +363,84 @@ inline constexpr Softplus softplus{};
 inline constexpr Elu elu{};
 inline constexpr LeakyRelu leaky_relu{};
 inline constexpr Identity identity{};
+
+/// An activation chosen at run time by its name (a program's option): one of swish, relu, tanh,
+/// gelu (the tanh approximation), gelu_exact, sigmoid, softplus, elu, leaky_relu, identity. It is
+/// an activation and a layer like the one it names, and costs one switch per pass over a slice.
+class AnyActivation {
+ public:
+  static constexpr const char* name = "activation";
+  /// The names activation_named accepts, in this order.
+  static constexpr const char* names[] = {"swish",   "relu",     "tanh", "gelu",       "gelu_exact",
+                                          "sigmoid", "softplus", "elu",  "leaky_relu", "identity"};
+
+  AnyActivation() = default;
+  /// The name this activation was chosen by.
+  const char* chosen() const { return names[kind_]; }
+
+  template <class T>
+  void forward(const T* z, T* a, Eigen::Index n) const {
+    visit([&](const auto& act) { act.forward(z, a, n); });
+  }
+  template <class T>
+  void forward_train(T* zd, T* a, Eigen::Index n) const {
+    visit([&](const auto& act) { act.forward_train(zd, a, n); });
+  }
+  /// f(x) elementwise, evaluated.
+  template <class D>
+  typename D::PlainObject operator()(const Eigen::DenseBase<D>& x) const {
+    typename D::PlainObject out(x.rows(), x.cols());
+    typename D::PlainObject z = x;
+    forward(z.data(), out.data(), z.size());
+    return out;
+  }
+
+  friend AnyActivation activation_named(const char* name);
+
+ private:
+  template <class F>
+  void visit(F&& f) const {
+    switch (kind_) {
+      case 0:
+        return f(Swish{});
+      case 1:
+        return f(Relu{});
+      case 2:
+        return f(Tanh{});
+      case 3:
+        return f(Gelu{});
+      case 4:
+        return f(Gelu{.approximate = false});
+      case 5:
+        return f(Sigmoid{});
+      case 6:
+        return f(Softplus{});
+      case 7:
+        return f(Elu{});
+      case 8:
+        return f(LeakyRelu{});
+      default:
+        return f(Identity{});
+    }
+  }
+  int kind_ = 0;
+};
+
+/// The activation called `name` (see AnyActivation); throws grove::argument_error naming the
+/// choices otherwise.
+inline AnyActivation activation_named(const char* name) {
+  AnyActivation a;
+  for (int k = 0; k < static_cast<int>(std::size(AnyActivation::names)); ++k)
+    if (std::string_view(name) == AnyActivation::names[k]) {
+      a.kind_ = k;
+      return a;
+    }
+  std::string choices;
+  for (const char* n : AnyActivation::names)
+    choices += std::string(choices.empty() ? "" : ", ") + n;
+  throw argument_error("grove::nn::activation_named: unknown activation '" +
+                       std::string(name).substr(0, 64) + "' (choose one of " + choices + ")");
+}
 
 /// What the network functions accept as an activation: one of the above, or a user type with the
 /// same members (apply / derivative_of array expressions, forward / forward_train kernels, name).

@@ -87,8 +87,12 @@ struct layer_path {
   std::string str() const {
     if (depth == 0) return "(the model)";
     std::string s;
-    for (int d = 0; d < depth; ++d)
-      s += "[" + std::to_string(index[static_cast<std::size_t>(d)]) + "]";
+    for (int d = 0; d < depth; ++d) {
+      // (appended piece by piece: GCC 12 warns, wrongly, about "[" + to_string(...) here)
+      s += '[';
+      s += std::to_string(index[static_cast<std::size_t>(d)]);
+      s += ']';
+    }
     return s;
   }
 };

@@ -36,6 +36,7 @@
 #include "grove/nn/layer.hpp"
 #include "grove/nn/layers.hpp"
 #include "grove/nn/losses.hpp"
+#include "grove/nn/metrics.hpp"
 #include "grove/nn/optim.hpp"
 #include "grove/nn/predict.hpp"
 #include "grove/nn/workspace.hpp"
@@ -278,6 +279,42 @@ Matrix<typename DX::Scalar> apply(const M& m, const P& params, const Eigen::Matr
   Matrix<typename DX::Scalar> out;
   apply_into(m, params, X, out, ws);
   return out;
+}
+
+/// The mean softmax cross-entropy and the accuracy of a classifier on a labelled set, in one
+/// forward pass in chunks through `ws` (nn::evaluate of the walk-through's MLP, for any model;
+/// for a chain of dense layers the same numbers).
+template <model M, class P, class DX, class DL>
+Evaluation evaluate(const M& m, const P& params, const Eigen::MatrixBase<DX>& X,
+                    const Eigen::DenseBase<DL>& labels, Workspace<typename DX::Scalar>& ws) {
+  using T = typename DX::Scalar;
+  static_assert(std::is_integral_v<typename DL::Scalar>,
+                "grove::nn::evaluate: labels must be integers");
+  const detail::BatchRef<T> x(X.derived());
+  const Index batch = x.cols();
+  return detail::with_targets<T>("evaluate", labels, batch, [&](const auto& targets) {
+    const Index classes = detail::check_model("evaluate", m, params, x.rows());
+    detail::check_targets("evaluate", targets, classes, batch);
+    if (batch == 0) return Evaluation{std::numeric_limits<double>::quiet_NaN(), 0.0};
+    T total = 0;
+    std::size_t correct = 0;
+    Matrix<T>& logits = ws.predictions_;
+    for (Index c = 0; c < batch; c += detail::inference_chunk) {
+      const Index n = std::min(detail::inference_chunk, batch - c);
+      detail::apply_pass<T>("evaluate", m, params, x.middleCols(c, n), logits, ws, nullptr);
+      T chunk_total = 0;  // summed as the walk-through's evaluate sums
+      for (Index j = 0; j < n; ++j) {
+        Index best = 0;
+        logits.col(j).maxCoeff(&best);
+        const Index label = targets[c + j];
+        correct += best == label ? 1 : 0;
+        chunk_total += detail::log_sum_exp(logits.col(j).data(), classes) - logits(label, j);
+      }
+      total += chunk_total;
+    }
+    return Evaluation{static_cast<double>(total / static_cast<T>(batch)),
+                      static_cast<double>(correct) / static_cast<double>(batch)};
+  });
 }
 
 // --- losses --------------------------------------------------------------------------------------
