@@ -126,6 +126,7 @@ void prepare_grads_like(P& grads, const P& params) {
 template <class T, class M, class P>
 bool plan_chain(const M& m, const P& params, P* grads, Workspace<T>& ws, bool has_key) {
   ws.chain_.clear();
+  if (ws.chain_.capacity() == 0) ws.chain_.reserve(16);  // one allocation for a fresh workspace
   if (!collect_chain<T>(m, params, grads, ws.chain_, has_key)) return false;
   if (ws.chain_.empty() || ws.chain_.back().act != nullptr) return false;
   static constexpr Identity none{};
