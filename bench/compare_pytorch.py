@@ -1,8 +1,14 @@
 #!/usr/bin/env python3
-"""One training step of the [784, 512, 512, 10] swish MLP in PyTorch next to grove's, in one run.
+"""One training step of a model in PyTorch next to grove's, in one run.
 
-The step is the same in both: forward, softmax cross-entropy, backward, plain SGD update, float32,
-the same batch. PyTorch runs in a fresh process per thread setting (its thread pools are fixed at
+Models (--models): mlp, the [784, 512, 512, 10] swish MLP (grove: bench_nn's step_sgd_fused);
+residual, 784 -> 512, two blocks x + gelu(dense(layer_norm(x))) (gelu's tanh approximation,
+layer norm eps 1e-6), -> 10 with softmax cross-entropy (grove: model_residual); tanh_mse, the
+[784, 512, 512, 10] tanh MLP with the mean squared error against random targets (grove:
+model_tanh_mse). Each grove model is written with nn::sequential and trained by nn::train_step.
+
+The step is the same in both: forward, the loss, backward, plain SGD update, float32, the same
+batch shapes. PyTorch runs in a fresh process per thread setting (its thread pools are fixed at
 start-up), and for each thread budget its best setting counts: with a budget of 2, PyTorch's own
 threads (torch.set_num_threads) and OpenBLAS's (OPENBLAS_NUM_THREADS) are tried at 1 and 2 each.
 grove's figure is bench_nn's step_sgd_fused (sgd_step: the walk-through's update) at the same
@@ -28,34 +34,70 @@ PARAMS = sum(m * n + n for m, n in zip(SIZES[:-1], SIZES[1:]))
 UNSET = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
-def torch_step_ms(batch, torch_threads, blas_threads, seconds):
+GROVE_NAMES = {"mlp": "step_sgd_fused", "residual": "model_residual", "tanh_mse": "model_tanh_mse"}
+DESCRIPTIONS = {"mlp": "784-512-512-10 swish, cross-entropy",
+                "residual": "784-512, 2 x (x + gelu(dense(layer_norm(x)))), -10, cross-entropy",
+                "tanh_mse": "784-512-512-10 tanh, mse"}
+
+
+def torch_step_ms(model, batch, torch_threads, blas_threads, seconds):
     """Times PyTorch's step in a child process with the given thread settings; returns ms/step."""
     env = {k: v for k, v in os.environ.items() if k not in UNSET}
     env.update(OMP_NUM_THREADS=str(torch_threads), OPENBLAS_NUM_THREADS=str(blas_threads),
                MKL_NUM_THREADS=str(blas_threads))
-    out = subprocess.run([sys.executable, __file__, "--child", str(batch), str(torch_threads), str(seconds)],
-                         env=env, check=True, capture_output=True, text=True).stdout
+    out = subprocess.run([sys.executable, __file__, "--child", model, str(batch), str(torch_threads),
+                          str(seconds)], env=env, check=True, capture_output=True, text=True).stdout
     return float(out.strip().splitlines()[-1])
 
 
-def child(batch, threads, seconds):
-    import time
+def loaded_blas():
+    """The BLAS libraries a PyTorch process has mapped after a product (from /proc/self/maps)."""
+    code = ("import torch\n(torch.rand(64, 64) @ torch.rand(64, 64)).sum().item()\n"
+            "libs = sorted({l.split()[-1] for l in open('/proc/self/maps') if 'blas' in l.lower() "
+            "or 'mkl' in l.lower()})\nprint(' '.join(libs) or 'none found')")
+    return subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def torch_model(name):
     import torch
-    torch.set_num_threads(threads)
-    torch.manual_seed(0)
+    if name == "residual":
+        class Block(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.norm = torch.nn.LayerNorm(512, eps=1e-6)
+                self.dense = torch.nn.Linear(512, 512)
+
+            def forward(self, x):
+                return x + torch.nn.functional.gelu(self.dense(self.norm(x)), approximate="tanh")
+        return torch.nn.Sequential(torch.nn.Linear(784, 512), Block(), Block(), torch.nn.Linear(512, 10))
+    act = torch.nn.SiLU if name == "mlp" else torch.nn.Tanh
     layers = []
     for i, (m, n) in enumerate(zip(SIZES[:-1], SIZES[1:])):
         layers.append(torch.nn.Linear(m, n))
         if i + 2 < len(SIZES):
-            layers.append(torch.nn.SiLU())
-    model = torch.nn.Sequential(*layers)
+            layers.append(act())
+    return torch.nn.Sequential(*layers)
+
+
+def child(name, batch, threads, seconds):
+    import time
+    import torch
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    model = torch_model(name)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     x = torch.rand(batch, SIZES[0])
-    y = torch.randint(0, SIZES[-1], (batch,))
+    if name == "tanh_mse":
+        y = torch.randn(batch, SIZES[-1])
+        loss_fn = torch.nn.functional.mse_loss
+    else:
+        y = torch.randint(0, SIZES[-1], (batch,))
+        loss_fn = torch.nn.functional.cross_entropy
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
 
@@ -91,12 +133,14 @@ def grove_step_ms(bench, batch, threads, seconds, name="step_sgd_fused"):
 
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        child(int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]))
+        child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]))
         return
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bench", required=True, help="grove's bench_nn executable")
     p.add_argument("--batches", type=int, nargs="+", default=[128, 1024])
     p.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="thread budgets")
+    p.add_argument("--models", nargs="+", default=["mlp", "residual", "tanh_mse"],
+                   choices=sorted(GROVE_NAMES), help="which models to compare")
     p.add_argument("--seconds", type=float, default=1.0, help="measuring time per configuration and round")
     p.add_argument("--rounds", type=int, default=3,
                    help="rounds that alternate grove and PyTorch; medians are reported (a shared machine's "
@@ -109,24 +153,26 @@ def main():
         import torch
     except ImportError:
         sys.exit("compare_pytorch.py: PyTorch is missing; install Debian's python3-torch")
-    print(f"PyTorch {torch.__version__}; step = forward + cross-entropy + backward + SGD, float32, "
-          f"MLP {'-'.join(map(str, SIZES))} (swish), {PARAMS} parameters; medians of {args.rounds} rounds")
-    print(f"{'batch':>5} {'threads':>7} {'grove ms':>9} {'GFLOP/s':>8} {'torch ms':>9} {'torch setting':>22} "
-          f"{'grove/torch':>11}")
-    for batch in args.batches:
-        for budget in args.threads:
-            settings = [(t, b) for t in range(1, budget + 1) for b in range(1, budget + 1)]
-            grove_times, torch_times = [], {s: [] for s in settings}
-            for _ in range(args.rounds):
-                grove_times.append(grove_step_ms(args.bench, batch, budget, args.seconds))
-                for t, b in settings:
-                    torch_times[(t, b)].append(torch_step_ms(batch, t, b, args.seconds))
-            g = statistics.median(grove_times)
-            best = min((statistics.median(v), s) for s, v in torch_times.items())
-            gflops = 6 * PARAMS * batch / (g * 1e-3) / 1e9
-            setting = f"torch {best[1][0]} + OpenBLAS {best[1][1]}"
-            print(f"{batch:>5} {budget:>7} {g:>9.3f} {gflops:>8.1f} {best[0]:>9.3f} {setting:>22} "
-                  f"{g / best[0]:>11.2f}", flush=True)
+    print(f"PyTorch {torch.__version__}, BLAS loaded: {loaded_blas()}")
+    print(f"step = forward + loss + backward + SGD, float32; medians of {args.rounds} rounds")
+    for name in args.models:
+        print(f"\n{name}: {DESCRIPTIONS[name]} (grove: bench_nn's {GROVE_NAMES[name]})")
+        print(f"{'batch':>5} {'threads':>7} {'grove ms':>9} {'torch ms':>9} {'torch setting':>22} "
+              f"{'grove/torch':>11}")
+        for batch in args.batches:
+            for budget in args.threads:
+                settings = [(t, b) for t in range(1, budget + 1) for b in range(1, budget + 1)]
+                grove_times, torch_times = [], {s: [] for s in settings}
+                for _ in range(args.rounds):
+                    grove_times.append(grove_step_ms(args.bench, batch, budget, args.seconds,
+                                                     GROVE_NAMES[name]))
+                    for t, b in settings:
+                        torch_times[(t, b)].append(torch_step_ms(name, batch, t, b, args.seconds))
+                g = statistics.median(grove_times)
+                best = min((statistics.median(v), s) for s, v in torch_times.items())
+                setting = f"torch {best[1][0]} + OpenBLAS {best[1][1]}"
+                print(f"{batch:>5} {budget:>7} {g:>9.3f} {best[0]:>9.3f} {setting:>22} "
+                      f"{g / best[0]:>11.2f}", flush=True)
 
 
 if __name__ == "__main__":

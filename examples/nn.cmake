@@ -16,6 +16,17 @@ endif()
 # Hostile and unlucky input, on small crafted datasets (no Fashion-MNIST needed).
 include(hostile.cmake)
 
+# regression: a small MLP fitted to the diabetes data that Debian's python3-sklearn ships (mse).
+grove_example(regression regression.cpp)
+target_link_libraries(regression PRIVATE CLI11::CLI11 ZLIB::ZLIB)
+grove_nn_target(regression)
+set(_grove_diabetes /usr/lib/python3/dist-packages/sklearn/datasets/data/diabetes_target.csv.gz)
+if(GROVE_BUILD_TESTS AND EXISTS ${_grove_diabetes})
+  # The default fit must clearly beat predicting the mean (R^2 >= 0.3; it reaches 0.55).
+  add_test(NAME regression_fits COMMAND regression)
+  set_tests_properties(regression_fits PROPERTIES PASS_REGULAR_EXPRESSION "R\\^2 0\\.[3-9]")
+endif()
+
 # --- tests of train_mlp itself, with the tests, when Fashion-MNIST is installed -----------------
 set(_grove_fmnist /usr/share/datasets/fashion-mnist)
 if(NOT GROVE_BUILD_TESTS OR NOT EXISTS ${_grove_fmnist})
@@ -45,6 +56,17 @@ if(GROVE_MPI)
     "${_grove_mpiexec}|${_grove_args}|--epochs|1|--threads|1" "2 MPI ranks of 1 thread"
     "${GROVE_MPI_TEST_ENV}")
 endif()
+
+# The model flags: a layer-normed, residual gelu network with dropout trains (one epoch), and a
+# --residual with unequal hidden widths is a usage error.
+add_test(NAME train_mlp_model_flags
+         COMMAND train_mlp --data ${_grove_fmnist} --batch-size 1000 --layers 784,64,64,64,10
+                 --epochs 1 --threads 1 --activation gelu --layer-norm --residual --dropout 0.1)
+set_tests_properties(train_mlp_model_flags PROPERTIES TIMEOUT 300 PASS_REGULAR_EXPRESSION
+  "784-64-64-64-10 \\(gelu, layer norm, residual, dropout 0.1\\).*test accuracy [7-9][0-9]\\.")
+add_test(NAME train_mlp_residual_widths
+         COMMAND train_mlp --data ${_grove_fmnist} --layers 784,64,32,10 --residual)
+set_tests_properties(train_mlp_residual_widths PROPERTIES WILL_FAIL TRUE)
 
 # --save / --resume: 3 epochs in one go, and 1 epoch then 2 more resumed from its checkpoint, end
 # with byte-identical checkpoints; a resume with other settings is refused.

@@ -1,14 +1,16 @@
-// train_mlp: trains a swish MLP on Fashion-MNIST the JAX way, with grove.
+// train_mlp: trains an MLP (swish by default) on Fashion-MNIST the JAX way, with grove.
 //
 //   train_mlp                                  # 784-512-512-10, adam, 15 epochs
 //   train_mlp --optimizer sgd --lr 0.1 --epochs 20 --metrics run.csv
 //   train_mlp --epochs 5 --save run.safetensors     # then: --epochs 15 --resume run.safetensors
 //   train_mlp --devices 2 --batch-size 1024         # data-parallel over 2 local devices
 //   mpirun -np 2 train_mlp --batch-size 1024        # data-parallel over 2 MPI processes
+//   train_mlp --activation gelu --layer-norm --residual --dropout 0.1   # another model
 //
-// Parameters are a pytree (std::vector<Dense<float>>) initialised from a split key; each epoch
-// draws its mini-batches with grove::random::permutation; each step is value_and_grad (hand-
-// written backprop into a reused workspace) and an optax-style update applied in place. With
+// The model is a grove::nn::sequential of layers, its parameters a pytree initialised from a split
+// key; each epoch draws its mini-batches with grove::random::permutation; each step is
+// nn::train_step (value_and_grad's hand-written VJPs into a reused workspace, then an
+// optax-style update applied in place). With
 // several devices or MPI ranks, each takes its shard of every batch and one allreduce averages
 // the gradients (grove::parallel::train_step). The same --seed and --threads give the same numbers
 // run after run, and a run resumed from a checkpoint gives the bits of one never interrupted.
@@ -64,6 +66,10 @@ constexpr const char* kPackage = "dataset-fashion-mnist";
 struct Options {
   std::string data = kDefaultData;
   std::vector<Eigen::Index> layers{784, 512, 512, 10};
+  std::string activation = "swish";
+  double dropout = 0;
+  bool layer_norm = false;
+  bool residual = false;
   int epochs = 15;
   int batch_size = 128;
   std::optional<double> lr;
@@ -134,6 +140,10 @@ std::string exact(double x) {
 // The settings a resumed run must share with the run that saved the checkpoint, as text.
 io::metadata run_settings(const Options& o, double lr) {
   return {{"train_mlp.layers", layers_text(o.layers)},
+          {"train_mlp.activation", o.activation},
+          {"train_mlp.dropout", exact(o.dropout)},
+          {"train_mlp.layer-norm", o.layer_norm ? "true" : "false"},
+          {"train_mlp.residual", o.residual ? "true" : "false"},
           {"train_mlp.optimizer", o.optimizer},
           {"train_mlp.lr", exact(lr)},
           {"train_mlp.lr_decay", exact(o.lr_decay)},
@@ -210,9 +220,67 @@ void check_settings(const std::string& file, const io::metadata& saved,
                                 differences);
 }
 
-// --- training ------------------------------------------------------------------------------------
+// --- the model -----------------------------------------------------------------------------------
+//
+// One type for every choice of flags: each hidden layer is a block [layer_norm] dense activation
+// [dropout], the blocks are a run-time sequence of plain blocks followed by one of residual blocks
+// (x + block(x), --residual), and a dense layer gives the logits. The optional layer norm is a
+// sequence of zero or one; a dropout of rate 0 is the identity. Without --layer-norm, --residual
+// and --dropout the model is a chain of dense layers and activations, which grove runs on its
+// fused engine (the same passes as the walk-through's MLP).
 
-using Params = std::vector<nn::Dense<float>>;
+using Block =
+    nn::Sequential<nn::Stack<nn::LayerNorm>, nn::DenseLayer, nn::AnyActivation, nn::Dropout>;
+using Model = nn::Sequential<nn::Stack<Block>, nn::Stack<nn::Residual<Block>>, nn::DenseLayer>;
+using Params = nn::params_t<Model, float>;
+
+Block hidden_block(const Options& o, Eigen::Index in, Eigen::Index out, bool first) {
+  std::vector<nn::LayerNorm> norm;
+  if (o.layer_norm && !first) norm.push_back(nn::layer_norm(in));
+  return nn::sequential(nn::sequential(norm), nn::dense(in, out),
+                        nn::activation_named(o.activation.c_str()), nn::dropout(o.dropout));
+}
+
+Model build_model(const Options& o) {
+  std::vector<Block> plain;
+  std::vector<nn::Residual<Block>> residual;
+  for (std::size_t l = 0; l + 2 < o.layers.size(); ++l) {
+    const Eigen::Index in = o.layers[l], out = o.layers[l + 1];
+    if (o.residual && l > 0)
+      residual.push_back(nn::residual(hidden_block(o, in, out, false)));
+    else
+      plain.push_back(hidden_block(o, in, out, l == 0));
+  }
+  return nn::sequential(nn::sequential(plain), nn::sequential(residual),
+                        nn::dense(o.layers[o.layers.size() - 2], o.layers.back()));
+}
+
+// The parameters: nn::init's, with every dense layer's weights from the walk-through's
+// init_network_params (split(key, layers)[i] for dense layer i, lecun_normal), so that the
+// default model starts from the numbers train_mlp always started from.
+Params initial_params(const Model& model, const Options& o, const grove::random::Key& key) {
+  Params params = nn::init<float>(model, key);
+  auto dense = nn::init_network_params(o.layers, key, nn::lecun_normal<float>);
+  std::size_t next = 0;
+  for (auto& block : std::get<0>(params)) std::get<1>(block) = std::move(dense[next++]);
+  for (auto& block : std::get<1>(params)) std::get<1>(block) = std::move(dense[next++]);
+  std::get<2>(params) = std::move(dense[next]);
+  return params;
+}
+
+std::string model_text(const Options& o) {
+  std::string s = layers_text(o.layers) + " (" + o.activation;
+  if (o.layer_norm) s += ", layer norm";
+  if (o.residual) s += ", residual";
+  if (o.dropout > 0) {
+    char rate[32];
+    std::snprintf(rate, sizeof rate, "%g", o.dropout);
+    s += ", dropout " + std::string(rate);
+  }
+  return s + ")";
+}
+
+// --- training ------------------------------------------------------------------------------------
 
 // The group of devices a run trains on. Solo is one process on its own (no collectives); with
 // LocalDevices' devices or MPI ranks every device runs the same loop on its own copy of the
@@ -235,27 +303,24 @@ struct Start {
 
 struct Setup {
   const Options& options;
+  const Model& model;
   const io::MnistSplits<float>& data;
   std::string description;                // optimizer and learning rate, for the first line
   std::string devices;                    // "1 thread", "2 local devices of 1 thread", ...
   io::metadata settings;                  // what a checkpoint records (run_settings)
   grove::random::Key init_key, data_key;  // split(key(--seed))
+  grove::random::Key dropout_key;         // fold_in(key(--seed), 2): the masks' keys' root
   bool progress_bar;                      // stdout is a terminal (and not mpirun's pseudo-one)
 };
 
-// One training step: the optimizer's update in place after value_and_grad_into, or, for plain
-// SGD, sgd_step (the update fused into the backward pass).
+// One training step: nn::train_step, value_and_grad_into then the optimizer's update in place
+// (for plain SGD on a chain, the update fused into the backward pass).
 template <class Opt, class State>
-float solo_step(const Opt& optimizer, State& state, Params& params, const auto& x, const auto& y,
+float solo_step(const Model& model, const Opt& optimizer, State& state, Params& params,
+                const auto& x, const auto& y, const grove::random::Key* key,
                 par::StepWorkspace<Params>& work) {
-  if constexpr (std::is_same_v<Opt, nn::Sgd>) {
-    const auto lr = static_cast<float>(optimizer.learning_rate()(state.count++));
-    return nn::sgd_step(params, x, y, lr, work.ws);
-  } else {
-    const float loss = nn::value_and_grad_into(params, x, y, work.grads, work.ws);
-    optimizer.step(params, work.grads, state);
-    return loss;
-  }
+  return nn::train_step(model, params, x, y, nn::softmax_cross_entropy, key, optimizer, state,
+                        work);
 }
 
 // What resuming relies on, beyond the settings and the structure: train_mlp saves after each
@@ -323,11 +388,17 @@ int train_epochs(const Setup& setup, const Opt& optimizer, Start<State> start, C
       }
       const auto x = xb.leftCols(mine.size);
       const auto y = yb.head(mine.size);
+      // Dropout's key for this step (none without dropout).
+      const grove::random::Key step_key = grove::random::fold_in(
+          grove::random::fold_in(setup.dropout_key, static_cast<std::uint32_t>(epoch)),
+          static_cast<std::uint32_t>(step));
+      const grove::random::Key* key = o.dropout > 0 ? &step_key : nullptr;
       float loss;
       if constexpr (std::is_same_v<Comm, Solo>)
-        loss = solo_step(optimizer, state, params, x, y, work);
+        loss = solo_step(setup.model, optimizer, state, params, x, y, key, work);
       else
-        loss = par::train_step_on_shard(params, x, y, optimizer, state, comm, work);
+        loss = par::train_step_on_shard(setup.model, params, x, y, nn::softmax_cross_entropy, key,
+                                        optimizer, state, comm, work);
       loss_sum += static_cast<double>(loss) * static_cast<double>(size);
       if (tty)
         bar.update(static_cast<long>(step + 1), loss_sum / static_cast<double>(first + size));
@@ -343,7 +414,7 @@ int train_epochs(const Setup& setup, const Opt& optimizer, Start<State> start, C
     if (!leader) continue;  // the others go on to the next epoch and wait there for the leader
 
     const auto [test_loss, test_accuracy] =
-        nn::evaluate(params, test_set.images, test_set.labels, work.ws);
+        nn::evaluate(setup.model, params, test_set.images, test_set.labels, work.ws);
     if (!std::isfinite(test_loss) || !std::isfinite(test_accuracy)) {
       // The last update made the loss non-finite: nothing of this epoch is printed or written.
       // Thrown, so that under MPI the ranks waiting for this one are ended too.
@@ -388,7 +459,7 @@ template <class Opt>
 int train(const Setup& setup, const Opt& optimizer, const Placement& where) {
   const Options& o = setup.options;
   Start<decltype(optimizer.init(std::declval<const Params&>()))> start;
-  start.params = nn::init_network_params(o.layers, setup.init_key, nn::lecun_normal<float>);
+  start.params = initial_params(setup.model, o, setup.init_key);
   start.state = optimizer.init(start.params);
   if (!o.resume.empty()) {
     // The settings first (a clearer message than a shape mismatch), then the state, read into
@@ -416,10 +487,10 @@ int train(const Setup& setup, const Opt& optimizer, const Placement& where) {
   if (leader) {
     const auto& [train_set, test_set] = setup.data;
     std::printf(
-        "train_mlp: %ld training and %ld test images of %ld pixels; MLP %s (swish), %s, batch "
+        "train_mlp: %ld training and %ld test images of %ld pixels; MLP %s, %s, batch "
         "%d, %d epoch%s, seed %llu, %s\n",
         static_cast<long>(train_set.size()), static_cast<long>(test_set.size()),
-        static_cast<long>(train_set.images.rows()), layers_text(o.layers).c_str(),
+        static_cast<long>(train_set.images.rows()), model_text(o).c_str(),
         setup.description.c_str(), o.batch_size, o.epochs, o.epochs == 1 ? "" : "s",
         static_cast<unsigned long long>(o.seed), setup.devices.c_str());
     if (start.epochs_done > 0)
@@ -619,6 +690,10 @@ std::vector<std::pair<std::string, std::string>> shared_settings(
           {"--optimizer", o.optimizer},
           {"--standardize", o.standardize ? "yes" : "no (--no-standardize)"},
           {"--layers", layers_text(o.layers)},
+          {"--activation", o.activation},
+          {"--dropout", exact(o.dropout)},
+          {"--layer-norm", o.layer_norm ? "yes" : "no"},
+          {"--residual", o.residual ? "yes" : "no"},
           {"--resume", o.resume.empty() ? "none" : o.resume},
           {"training images", std::to_string(data.train.size())},
           {"test images", std::to_string(data.test.size())},
@@ -696,7 +771,8 @@ int main(int argc, char** argv) {
 
   Options o;
   CLI::App app{
-      "Trains a swish MLP on Fashion-MNIST with grove: parameters as a pytree initialised from "
+      "Trains an MLP on Fashion-MNIST with grove (swish, or --activation, --layer-norm, "
+      "--residual, --dropout): parameters as a pytree initialised from "
       "split\n"
       "random keys, mini-batches drawn with grove::random::permutation, gradients by backprop,\n"
       "optax-style updates; data-parallel over --devices local devices, or over the processes\n"
@@ -719,8 +795,26 @@ int main(int argc, char** argv) {
   // the widths of a repeated --layers.
   app.add_option("--layers", layers_flag,
                  "Layer sizes from the 784 inputs to the 10 classes, comma-separated (hidden "
-                 "layers use swish)")
+                 "layers use --activation)")
       ->capture_default_str();
+  app.add_option("--activation", o.activation,
+                 "The hidden layers' activation: swish, relu, tanh, gelu (tanh approximation), "
+                 "gelu_exact, sigmoid, softplus, elu, leaky_relu or identity")
+      ->check(CLI::IsMember({"swish", "relu", "tanh", "gelu", "gelu_exact", "sigmoid", "softplus",
+                             "elu", "leaky_relu", "identity"}))
+      ->capture_default_str();
+  app.add_option("--dropout", o.dropout,
+                 "Dropout rate after each hidden layer's activation (flax's: kept values scaled "
+                 "by 1/(1 - rate)); 0 for none")
+      ->check(finite_number())
+      ->check(CLI::Range(0.0, 0.95))
+      ->capture_default_str();
+  app.add_flag("--layer-norm", o.layer_norm,
+               "A layer norm (flax's, eps 1e-6) at the start of every hidden layer after the "
+               "first");
+  app.add_flag("--residual", o.residual,
+               "Every hidden layer after the first is a residual block, x + block(x) (the hidden "
+               "widths must then be equal)");
   app.add_option("--epochs", o.epochs, "Passes over the training set (in all, when resuming)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -797,6 +891,11 @@ int main(int argc, char** argv) {
   for (const auto width : o.layers)
     if (width <= 0)
       return fail("--layers sizes must be positive, got %s\n", layers_text(o.layers).c_str());
+  if (o.residual)
+    for (std::size_t l = 1; l + 2 < o.layers.size(); ++l)
+      if (o.layers[l] != o.layers[l + 1])
+        return fail("--residual needs equal hidden widths after the first layer, got %s\n",
+                    layers_text(o.layers).c_str());
   if (ranks > 1 && o.devices > 1)
     return fail(
         "--devices %d under MPI: each of the %d ranks is one device; use one or the other\n",
@@ -911,11 +1010,14 @@ int main(int argc, char** argv) {
     description += text;
   }
   const auto [init_key, data_key] = grove::random::split(grove::random::key(o.seed));
+  const Model model = build_model(o);
   // Open MPI hands its ranks a pseudo-terminal as stdout, whatever mpirun's own stdout is: under
   // MPI, one line per epoch.
   const bool progress_bar = !launched_by_mpi && ::isatty(STDOUT_FILENO) != 0;
-  const Setup setup{o,        data,     description, devices, run_settings(o, lr),
-                    init_key, data_key, progress_bar};
+  const Setup setup{o,           model,    data,
+                    description, devices,  run_settings(o, lr),
+                    init_key,    data_key, grove::random::fold_in(grove::random::key(o.seed), 2),
+                    progress_bar};
 #if defined(GROVE_TRAIN_MLP_MPI)
   // Ranks that train with different settings would hang in a collective or train different
   // models silently: all of them refuse, each saying what differs.

@@ -15,7 +15,7 @@ foreach(_grove_optim_test IN ITEMS test_optim test_optim_alloc)
   if(OpenMP_CXX_FOUND)
     target_link_libraries(${_grove_optim_test} PRIVATE OpenMP::OpenMP_CXX)
   endif()
-  set_tests_properties(${_grove_optim_test} PROPERTIES ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE")
+  grove_test_properties(${_grove_optim_test} ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE")
 endforeach()
 
 # --- torch.optim's numbers: the driver prints grove's trajectories, the script compares ---------

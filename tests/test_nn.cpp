@@ -354,7 +354,7 @@ TEST_CASE("log_softmax is per column and finite for logits of +-1e4", "[nn][loss
   CHECK(nn::softmax(z).colwise().sum().isApprox(Eigen::RowVectorXf::Ones(2), 1e-6f));
   // The fused loss and its gradient at huge logits.
   const Eigen::Vector2i labels(1, 2);
-  const auto [loss, grad] = nn::softmax_cross_entropy(z, labels);
+  const auto [loss, grad] = nn::softmax_cross_entropy.value_and_grad(z, labels);
   REQUIRE(std::isfinite(loss));
   CHECK(loss == Approx((2e4 + (lse - 3)) / 2).epsilon(1e-6));
   REQUIRE(grad.allFinite());
@@ -394,7 +394,7 @@ TEST_CASE("loss: clear errors for bad targets", "[nn][loss]") {
   CHECK_THROWS_WITH(nn::loss(params, X, Eigen::Vector2i(0, 1)),
                     Contains("got 2 labels for a batch of 3"));
   CHECK_THROWS_WITH(nn::loss(params, X, Eigen::MatrixXf::Zero(4, 3)),
-                    Contains("the targets are 4x3 but the logits are 3x3"));
+                    Contains("the targets are 4x3 but the outputs are 3x3"));
   CHECK_THROWS_WITH(nn::loss(params, Eigen::MatrixXf::Zero(5, 3), Eigen::Vector3i(0, 1, 2)),
                     Contains("the input has 5 features"));
   CHECK(std::isnan(nn::loss(params, Eigen::MatrixXf::Zero(4, 0), Eigen::VectorXi(0))));
@@ -485,7 +485,7 @@ TEST_CASE("The public VJPs compose into value_and_grad", "[nn][grad]") {
   const double loss = nn::cross_entropy(log_probs, y);
   const Eigen::MatrixXd g_logits =
       nn::log_softmax_vjp(pre.back(), nn::cross_entropy_vjp(log_probs, y));
-  const auto fused = nn::softmax_cross_entropy(pre.back(), y);
+  const auto fused = nn::softmax_cross_entropy.value_and_grad(pre.back(), y);
   CHECK(fused.loss == Approx(loss).epsilon(1e-14));
   CHECK(fused.grad.isApprox(g_logits, 1e-13));
   // Backward through the layers.

@@ -87,3 +87,72 @@ TEST_CASE("The allocation counter counts", "[nn][alloc]") {
   delete v;
   CHECK(counted >= (GROVE_COUNTS_MALLOC ? 3 : 1));  // under ASan: the operator new only
 }
+
+TEST_CASE("value_and_grad_into and train_step of composed models allocate nothing after warm-up",
+          "[nn][alloc][model]") {
+  const auto generic = nn::sequential(
+      nn::dense(300, 128), nn::swish,
+      nn::residual(nn::sequential(nn::layer_norm(128), nn::dense(128, 128), nn::gelu)),
+      nn::dropout(0.2), nn::dense(128, 10));
+  const auto chain = nn::sequential(nn::dense(300, 128), nn::tanh, nn::dense(128, 10));
+  const Eigen::MatrixXf X = nn_test::random_matrix<float>(rnd::key(2), 300, 64);
+  const Eigen::VectorXi y = nn_test::random_labels(rnd::key(3), 64, 10);
+  const Eigen::MatrixXf Y = nn_test::random_matrix<float>(rnd::key(4), 10, 64);
+  auto count = [&](const auto& model, int threads, auto&& step_of) {
+    nn_test::ThreadCount scope(threads);
+    auto params = nn::init<float>(model, rnd::key(1));
+    auto step = step_of(params);
+    step(64);  // warm-up
+    step(40);
+    g_allocations = 0;
+    g_counting = true;
+    for (int i = 0; i < 3; ++i) step(64);
+    step(40);
+    g_counting = false;
+    return g_allocations.load();
+  };
+  for (const int threads : {1, 2}) {
+    INFO("threads " << threads);
+    auto grads_of = [&](const auto& model, bool keyed) {
+      return [&, keyed](auto& params) {
+        return [&, keyed, grads = params, ws = nn::Workspace<float>{},
+                key = rnd::key(5)](Eigen::Index batch) mutable {
+          if (keyed)
+            nn::value_and_grad_into(model, params, X.leftCols(batch), y.head(batch),
+                                    nn::softmax_cross_entropy, key, grads, ws);
+          else
+            nn::value_and_grad_into(model, params, X.leftCols(batch), Y.leftCols(batch), nn::mse,
+                                    grads, ws);
+        };
+      };
+    };
+    CHECK(count(generic, threads, grads_of(generic, true)) == 0);
+    CHECK(count(generic, threads, grads_of(generic, false)) == 0);
+    CHECK(count(chain, threads, grads_of(chain, false)) == 0);
+    auto train_of = [&](const auto& model, const auto& opt) {
+      return [&, opt](auto& params) {
+        return [&, opt, state = opt.init(params),
+                ws = nn::StepWorkspace<std::remove_cvref_t<decltype(params)>>{}](
+                   Eigen::Index batch) mutable {
+          nn::train_step(model, params, X.leftCols(batch), y.head(batch), nn::softmax_cross_entropy,
+                         opt, state, ws);
+        };
+      };
+    };
+    CHECK(count(chain, threads, train_of(chain, nn::sgd(0.1))) == 0);
+    CHECK(count(chain, threads, train_of(chain, nn::adam(1e-3))) == 0);
+    CHECK(count(generic, threads, train_of(generic, nn::adam(1e-3))) == 0);
+    // apply through a workspace.
+    auto apply_of = [&](const auto& model) {
+      return [&](auto& params) {
+        return
+            [&, out = Eigen::MatrixXf{}, ws = nn::Workspace<float>{}](Eigen::Index batch) mutable {
+              (void)batch;  // apply's output keeps its size: the whole batch each time
+              nn::apply_into(model, params, X, out, ws);
+            };
+      };
+    };
+    CHECK(count(generic, threads, apply_of(generic)) == 0);
+    CHECK(count(chain, threads, apply_of(chain)) == 0);
+  }
+}

@@ -9,7 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <grove/parallel.hpp>
-#include <grove/parallel/train.hpp>  // shard
+#include <grove/parallel/train.hpp>  // shard, Shard
 #include <stdexcept>
 #include <string>
 #include <thread>

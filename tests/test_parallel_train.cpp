@@ -162,3 +162,44 @@ TEST_CASE("train_step checks its arguments on every device", "[parallel][train]"
   }),
                     Catch::Contains("every device's shard is empty"));
 }
+
+TEST_CASE("any model trains data-parallel: a residual block with layer norm, mse",
+          "[parallel][train][model]") {
+  const auto model = nn::sequential(
+      nn::dense(10, 8), nn::gelu,
+      nn::residual(nn::sequential(nn::layer_norm(8), nn::dense(8, 8), nn::tanh)), nn::dense(8, 3));
+  const auto start = nn::init<float>(model, gr::key(0));
+  const Eigen::MatrixXf X = gr::normal<float>(gr::key(1), 10, 30);
+  const Eigen::MatrixXf Y = gr::normal<float>(gr::key(2), 3, 30);
+  const auto opt = nn::adam(1e-2);
+  // Single process: nn::train_step on the whole batch.
+  auto expected = start;
+  auto state = opt.init(expected);
+  nn::StepWorkspace<decltype(expected)> sws;
+  std::vector<float> expected_losses;
+  for (int s = 0; s < 3; ++s)
+    expected_losses.push_back(nn::train_step(model, expected, X, Y, nn::mse, opt, state, sws));
+  for (const int n : {1, 2, 3}) {
+    INFO(n << " devices");
+    par::LocalDevices devices(n);
+    const auto results = devices.run([&](par::LocalDevice& d) {
+      auto params = start;
+      auto st = opt.init(params);
+      par::StepWorkspace<decltype(params)> ws;
+      std::vector<float> losses;
+      for (int s = 0; s < 3; ++s)
+        losses.push_back(par::train_step(model, params, X, Y, nn::mse, nullptr, opt, st, d, ws));
+      return std::pair{params, losses};
+    });
+    for (const auto& [params, losses] : results) {
+      for (int s = 0; s < 3; ++s)
+        CHECK(losses[static_cast<std::size_t>(s)] ==
+              Approx(expected_losses[static_cast<std::size_t>(s)]).epsilon(1e-5));
+      grove::tree_for_each(
+          [](const auto& a, const auto& b) {
+            CHECK((a - b).cwiseAbs().maxCoeff() <= 1e-5f * (1 + b.cwiseAbs().maxCoeff()));
+          },
+          params, expected);
+    }
+  }
+}

@@ -1,4 +1,6 @@
-// grove/nn/activations.hpp: swish (the default), relu, tanh and gelu, each with its derivative.
+// grove/nn/activations.hpp: swish (the default), relu, tanh, gelu, sigmoid, softplus, elu,
+// leaky_relu and identity, each with its derivative. Each is also a layer of a model
+// (grove/nn/layers.hpp): `nn::sequential(nn::dense(784, 256), nn::swish, ...)`.
 //
 // An activation is a small function object:
 //
@@ -16,7 +18,12 @@
 #include <algorithm>
 #include <cmath>
 #include <concepts>
+#include <iterator>
+#include <string>
+#include <string_view>
 #include <type_traits>
+
+#include "grove/error.hpp"
 
 namespace grove::nn {
 
@@ -48,7 +55,8 @@ struct activation_base {
   T operator()(T x) const {
     Eigen::Array<T, 1, 1> a;
     a(0) = x;
-    return Derived::apply(a)(0);
+    const Eigen::Array<T, 1, 1> r = Derived::apply(a);
+    return r(0);
   }
   /// f(x) elementwise, evaluated: a matrix for a matrix, an array for an array.
   template <class D>
@@ -62,7 +70,8 @@ struct activation_base {
   T derivative(T x) const {
     Eigen::Array<T, 1, 1> a;
     a(0) = x;
-    return Derived::derivative_of(a)(0);
+    const Eigen::Array<T, 1, 1> r = Derived::derivative_of(a);
+    return r(0);
   }
   /// f'(x) elementwise, evaluated.
   template <class D>
@@ -260,10 +269,178 @@ struct Gelu {
   }
 };
 
+/// sigmoid(x) = 1 / (1 + exp(-x)) (jax.nn.sigmoid). f'(x) = s (1 - s).
+struct Sigmoid : detail::activation_base<Sigmoid> {
+  static constexpr const char* name = "sigmoid";
+  template <class A>
+  static auto apply(const A& z) {
+    return z.logistic();
+  }
+  template <class A>
+  static auto derivative_of(const A& z) {
+    using T = typename A::Scalar;
+    return z.logistic() * (T(1) - z.logistic());
+  }
+  template <class T>
+  static void forward_train(T* zd, T* a, Eigen::Index n) {
+    detail::chunked<T>(n, [&](Eigen::Index i, Eigen::Index len) {
+      detail::ArrayMap<T> z(zd + i, len), out(a + i, len);
+      out = z.logistic();
+      z = out * (T(1) - out);
+    });
+  }
+};
+
+/// softplus(x) = log(1 + exp(x)) (jax.nn.softplus), as max(x, 0) + log1p(exp(-|x|)) so that it is
+/// finite for large |x|. f'(x) = sigmoid(x).
+struct Softplus : detail::activation_base<Softplus> {
+  static constexpr const char* name = "softplus";
+  template <class A>
+  static auto apply(const A& z) {
+    using T = typename A::Scalar;
+    return z.max(T(0)) + (-z.abs()).exp().log1p();
+  }
+  template <class A>
+  static auto derivative_of(const A& z) {
+    return z.logistic();
+  }
+};
+
+/// elu(x) = x for x > 0, exp(x) - 1 otherwise (jax.nn.elu with alpha = 1). f'(x) = 1 for x > 0,
+/// exp(x) otherwise.
+struct Elu : detail::activation_base<Elu> {
+  static constexpr const char* name = "elu";
+  template <class A>
+  static auto apply(const A& z) {
+    using T = typename A::Scalar;
+    return (z > T(0)).select(z, z.expm1());
+  }
+  template <class A>
+  static auto derivative_of(const A& z) {
+    using T = typename A::Scalar;
+    return (z > T(0)).select(T(1), z.exp());
+  }
+};
+
+/// leaky_relu(x) = x for x >= 0, 0.01 x otherwise (jax.nn.leaky_relu with its default
+/// negative_slope = 0.01). f'(x) = 1 for x >= 0, 0.01 otherwise.
+struct LeakyRelu : detail::activation_base<LeakyRelu> {
+  static constexpr const char* name = "leaky_relu";
+  static constexpr double negative_slope = 0.01;
+  template <class A>
+  static auto apply(const A& z) {
+    using T = typename A::Scalar;
+    return (z >= T(0)).select(z, T(negative_slope) * z);
+  }
+  template <class A>
+  static auto derivative_of(const A& z) {
+    using T = typename A::Scalar;
+    return (z >= T(0)).template cast<T>() * T(1 - negative_slope) + T(negative_slope);
+  }
+};
+
+/// identity(x) = x (jax.nn.identity): a layer that changes nothing, for models assembled from
+/// options (an activation chosen by name, "none" among them).
+struct Identity : detail::activation_base<Identity> {
+  static constexpr const char* name = "identity";
+  template <class A>
+  static auto apply(const A& z) {
+    return z;
+  }
+  template <class A>
+  static auto derivative_of(const A& z) {
+    using T = typename A::Scalar;
+    return z * T(0) + T(1);
+  }
+};
+
 inline constexpr Swish swish{};
 inline constexpr Relu relu{};
 inline constexpr Tanh tanh{};
 inline constexpr Gelu gelu{};
+inline constexpr Sigmoid sigmoid{};
+inline constexpr Softplus softplus{};
+inline constexpr Elu elu{};
+inline constexpr LeakyRelu leaky_relu{};
+inline constexpr Identity identity{};
+
+/// An activation chosen at run time by its name (a program's option): one of swish, relu, tanh,
+/// gelu (the tanh approximation), gelu_exact, sigmoid, softplus, elu, leaky_relu, identity. It is
+/// an activation and a layer like the one it names, and costs one switch per pass over a slice.
+class AnyActivation {
+ public:
+  static constexpr const char* name = "activation";
+  /// The names activation_named accepts, in this order.
+  static constexpr const char* names[] = {"swish",   "relu",     "tanh", "gelu",       "gelu_exact",
+                                          "sigmoid", "softplus", "elu",  "leaky_relu", "identity"};
+
+  AnyActivation() = default;
+  /// The name this activation was chosen by.
+  const char* chosen() const { return names[kind_]; }
+
+  template <class T>
+  void forward(const T* z, T* a, Eigen::Index n) const {
+    visit([&](const auto& act) { act.forward(z, a, n); });
+  }
+  template <class T>
+  void forward_train(T* zd, T* a, Eigen::Index n) const {
+    visit([&](const auto& act) { act.forward_train(zd, a, n); });
+  }
+  /// f(x) elementwise, evaluated.
+  template <class D>
+  typename D::PlainObject operator()(const Eigen::DenseBase<D>& x) const {
+    typename D::PlainObject out(x.rows(), x.cols());
+    typename D::PlainObject z = x;
+    forward(z.data(), out.data(), z.size());
+    return out;
+  }
+
+  friend AnyActivation activation_named(const char* name);
+
+ private:
+  template <class F>
+  void visit(F&& f) const {
+    switch (kind_) {
+      case 0:
+        return f(Swish{});
+      case 1:
+        return f(Relu{});
+      case 2:
+        return f(Tanh{});
+      case 3:
+        return f(Gelu{});
+      case 4:
+        return f(Gelu{.approximate = false});
+      case 5:
+        return f(Sigmoid{});
+      case 6:
+        return f(Softplus{});
+      case 7:
+        return f(Elu{});
+      case 8:
+        return f(LeakyRelu{});
+      default:
+        return f(Identity{});
+    }
+  }
+  int kind_ = 0;
+};
+
+/// The activation called `name` (see AnyActivation); throws grove::argument_error naming the
+/// choices otherwise.
+inline AnyActivation activation_named(const char* name) {
+  AnyActivation a;
+  for (int k = 0; k < static_cast<int>(std::size(AnyActivation::names)); ++k)
+    if (std::string_view(name) == AnyActivation::names[k]) {
+      a.kind_ = k;
+      return a;
+    }
+  std::string choices;
+  for (const char* n : AnyActivation::names)
+    choices += std::string(choices.empty() ? "" : ", ") + n;
+  throw argument_error("grove::nn::activation_named: unknown activation '" +
+                       std::string(name).substr(0, 64) + "' (choose one of " + choices + ")");
+}
 
 /// What the network functions accept as an activation: one of the above, or a user type with the
 /// same members (apply / derivative_of array expressions, forward / forward_train kernels, name).

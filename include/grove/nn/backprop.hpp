@@ -74,9 +74,9 @@ network_scalar_t<P> value_and_grad_into(const P& params, const Eigen::MatrixBase
   const Eigen::Ref<const Matrix<T>, 0, Eigen::OuterStride<>> x(X.derived());
   return detail::with_targets<T>("value_and_grad", Y, x.cols(), [&](const auto& targets) {
     return E::template run<E::mode::train>(
-        "value_and_grad", params,
-        detail::View<const T>{x.data(), x.rows(), x.cols(), x.outerStride()}, targets, &grads,
-        detail::View<T>{}, ws, act);
+        "value_and_grad", detail::uniform_net<const P, Act, P>{&params, &grads, &act},
+        detail::View<const T>{x.data(), x.rows(), x.cols(), x.outerStride()}, targets,
+        detail::softmax_ce_columns{}, detail::View<T>{}, ws);
   });
 }
 
@@ -96,8 +96,9 @@ network_scalar_t<P> sgd_step(P& params, const Eigen::MatrixBase<DX>& X,
   const Eigen::Ref<const Matrix<T>, 0, Eigen::OuterStride<>> x(X.derived());
   return detail::with_targets<T>("sgd_step", Y, x.cols(), [&](const auto& targets) {
     return E::template run<E::mode::sgd>(
-        "sgd_step", params, detail::View<const T>{x.data(), x.rows(), x.cols(), x.outerStride()},
-        targets, static_cast<P*>(nullptr), detail::View<T>{}, ws, act, lr);
+        "sgd_step", detail::uniform_net<P, Act, P>{&params, nullptr, &act},
+        detail::View<const T>{x.data(), x.rows(), x.cols(), x.outerStride()}, targets,
+        detail::softmax_ce_columns{}, detail::View<T>{}, ws, lr);
   });
 }
 

@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "grove/error.hpp"
 #include "grove/random.hpp"
 #include "grove/tree.hpp"
 #include "grove/tree/eigen.hpp"
@@ -57,8 +58,13 @@ constexpr void require_real() {
                 "grove::nn: the scalar type must be float or double");
 }
 
+// grove::nn::<function>: <what>, as an argument_error (a bad value) or a shape_error (shapes that
+// must agree do not).
 [[noreturn]] inline void fail(const char* function, const std::string& what) {
-  throw std::invalid_argument(std::string("grove::nn::") + function + ": " + what);
+  throw argument_error(std::string("grove::nn::") + function + ": " + what);
+}
+[[noreturn]] inline void fail_shape(const char* function, const std::string& what) {
+  throw shape_error(std::string("grove::nn::") + function + ": " + what);
 }
 
 template <class R>

@@ -11,6 +11,7 @@
 
 #include "grove/nn/activations.hpp"
 #include "grove/nn/dense.hpp"
+#include "grove/nn/losses.hpp"
 #include "grove/nn/predict.hpp"
 #include "grove/nn/workspace.hpp"
 
@@ -96,35 +97,6 @@ typename DL::PlainObject cross_entropy_vjp(const Eigen::MatrixBase<DL>& log_prob
   return g;
 }
 
-/// softmax cross-entropy of logits in one step: the loss (mean over the batch) and its gradient
-/// with respect to the logits, (softmax(z) * sum(y) - y) / batch. What log_softmax_vjp(z,
-/// cross_entropy_vjp(log_softmax(z), Y)) gives, without forming the intermediate.
-template <class T>
-struct LossAndGrad {
-  T loss;
-  Matrix<T> grad;
-};
-
-template <class DZ, class DY>
-LossAndGrad<typename DZ::Scalar> softmax_cross_entropy(const Eigen::MatrixBase<DZ>& logits,
-                                                       const Eigen::DenseBase<DY>& Y) {
-  using T = typename DZ::Scalar;
-  const Index batch = logits.cols(), classes = logits.rows();
-  LossAndGrad<T> out{T(0), logits};
-  detail::with_targets<T>("softmax_cross_entropy", Y, batch, [&](const auto& targets) {
-    detail::engine<T>::check("softmax_cross_entropy", targets, classes, batch);
-    const T scale = T(1) / static_cast<T>(batch);
-    for (Index j = 0; j < batch; ++j) {
-      T* z = out.grad.col(j).data();
-      out.loss += detail::engine<T>::column(targets, j, z, classes, detail::log_sum_exp(z, classes),
-                                            true, scale);
-    }
-    return 0;
-  });
-  out.loss = batch == 0 ? std::numeric_limits<T>::quiet_NaN() : out.loss / static_cast<T>(batch);
-  return out;
-}
-
 /// The network's loss on a batch: the mean over the examples (columns of X) of the categorical
 /// cross-entropy of each example's logits, the log-softmax taken per example. Y: a vector of
 /// integer labels, or a (classes x batch) matrix of targets. The same number value_and_grad
@@ -152,9 +124,9 @@ network_scalar_t<P> loss(const P& params, const Eigen::MatrixBase<DX>& X,
       else
         chunk.y = {targets.y.col(c), targets.y.rows, n, targets.y.ld};
       E::template run<E::mode::loss>(
-          "loss", params,
+          "loss", detail::uniform_net<const P, Act, P>{&params, nullptr, &act},
           detail::View<const T>{x.data() + c * x.outerStride(), x.rows(), n, x.outerStride()},
-          chunk, static_cast<P*>(nullptr), detail::View<T>{}, ws, act);
+          chunk, detail::softmax_ce_columns{}, detail::View<T>{}, ws);
       total += E::column_loss_sum(ws, n);
     }
     return total / static_cast<T>(batch);

@@ -81,11 +81,10 @@ Matrix<network_scalar_t<P>> batched_predict(const P& params, const Eigen::Matrix
   for (Index c = 0; c < x.cols(); c += detail::inference_chunk) {
     const Index n = std::min(detail::inference_chunk, x.cols() - c);
     detail::engine<T>::template run<detail::engine<T>::mode::predict>(
-        "batched_predict", params,
+        "batched_predict", detail::uniform_net<const P, Act, P>{&params, nullptr, &act},
         detail::View<const T>{x.data() + c * x.outerStride(), x.rows(), n, x.outerStride()},
-        nullptr, static_cast<P*>(nullptr),
-        detail::View<T>{logits.data() + c * logits.rows(), logits.rows(), n, logits.rows()}, ws,
-        act);
+        nullptr, detail::softmax_ce_columns{},
+        detail::View<T>{logits.data() + c * logits.rows(), logits.rows(), n, logits.rows()}, ws);
   }
   return logits;
 }

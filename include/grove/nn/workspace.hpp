@@ -34,7 +34,45 @@ namespace grove::nn {
 namespace detail {
 template <class T>
 struct engine;
+
+// One dense layer of a model's chain (see grove/nn/model.hpp) and the activation after it, as
+// the engine runs them: the activation's kernels behind function pointers, called once per
+// thread's slice of each column, so that the indirection costs nothing measurable.
+template <class T>
+struct chain_entry {
+  Dense<T>* layer = nullptr;
+  Dense<T>* grad = nullptr;
+  const void* act = nullptr;
+  void (*forward)(const void*, const T*, T*, Index) = nullptr;
+  void (*forward_train)(const void*, T*, T*, Index) = nullptr;
+};
+
+template <class A, class T>
+void act_forward(const void* act, const T* z, T* a, Index n) {
+  static_cast<const A*>(act)->forward(z, a, n);
 }
+template <class A, class T>
+void act_forward_train(const void* act, T* zd, T* a, Index n) {
+  static_cast<const A*>(act)->forward_train(zd, a, n);
+}
+
+// A chain as the engine sees it.
+template <class T>
+struct chain_net {
+  const chain_entry<T>* entries;
+  std::size_t count;
+  std::size_t size() const { return count; }
+  Dense<T>& layer(std::size_t l) const { return *entries[l].layer; }
+  Dense<T>& grad(std::size_t l) const { return *entries[l].grad; }
+  void forward(std::size_t l, const T* z, T* a, Index n) const {
+    entries[l].forward(entries[l].act, z, a, n);
+  }
+  void forward_train(std::size_t l, T* zd, T* a, Index n) const {
+    entries[l].forward_train(entries[l].act, zd, a, n);
+  }
+  void prepare_grads() const {}
+};
+}  // namespace detail
 
 /// Scratch memory for the batched passes (value_and_grad_into, and the loss / predict functions
 /// that take one). It grows to the largest network and batch it has seen and is then reused: a
@@ -50,7 +88,8 @@ class Workspace {
     std::size_t n = 0;
     for (const auto& z : z_) n += static_cast<std::size_t>(z.size());
     for (const auto& a : a_) n += static_cast<std::size_t>(a.size());
-    n += static_cast<std::size_t>(da_.size() + column_loss_.size() + bias_.size());
+    n += static_cast<std::size_t>(da_.size() + column_loss_.size() + bias_.size() + buffer_.size() +
+                                  predictions_.size());
     n *= sizeof(T);
     for (const auto& s : scratch_) n += s.bytes();
     return n;
@@ -96,6 +135,15 @@ class Workspace {
   Vector<T> column_loss_;     // each example's loss
   Vector<T> bias_;            // a bias gradient on its way into a fused update
   std::vector<detail::GemmScratch<T>> scratch_;  // one per thread
+
+ public:
+  // --- for grove/nn/model.hpp's passes (not for users) ---
+  std::vector<detail::chain_entry<T>> chain_;  // the model's dense chain, when it is one
+  Vector<T> buffer_;                           // the layers' outputs, gradients and saved values
+  Matrix<T> predictions_;                      // apply's output, for the losses' passes
+  // Makes room for n elements of buffer_ and for `threads` GEMM scratches.
+  void reserve_buffer(Index n) { grow(buffer_, n); }
+  std::vector<detail::GemmScratch<T>>& scratch() { return scratch_; }
 };
 
 namespace detail {
@@ -122,6 +170,58 @@ T log_sum_exp(const T* z, Index n) {
   return m + std::log((zc - m).exp().sum());
 }
 
+// Checks targets against the logits' shape before any work (nothing throws inside the team).
+template <class I>
+void check_targets(const char* function, const label_targets<I>& t, Index classes, Index batch) {
+  for (Index j = 0; j < batch; ++j) {
+    const auto v = t.data[j * t.stride];
+    if (v < 0 || static_cast<Index>(v) >= classes)
+      fail(function, "label " + std::to_string(v) + " of example " + std::to_string(j) +
+                         " is outside [0, " + std::to_string(classes) + ") (the network has " +
+                         std::to_string(classes) + " outputs)");
+  }
+}
+template <class T>
+void check_targets(const char* function, const dense_targets<T>& t, Index classes, Index batch) {
+  if (t.y.rows != classes || t.y.cols != batch)
+    fail_shape(function, "the targets are " + std::to_string(t.y.rows) + "x" +
+                             std::to_string(t.y.cols) + " but the outputs are " +
+                             std::to_string(classes) + "x" + std::to_string(batch) +
+                             " (outputs x batch)");
+}
+
+// A network as the engine sees it: a run of dense layers, each but the last followed by an
+// activation. uniform_net is a range of Dense layers with one activation for all of them (the
+// classic API); a model's chain (grove/nn/model.hpp) has one activation per layer.
+template <class P, class Act, class G = std::remove_const_t<P>>
+struct uniform_net {
+  P* params;
+  G* grads;
+  const Act* act;
+  std::size_t size() const { return std::ranges::size(*params); }
+  decltype(auto) layer(std::size_t l) const { return (*params)[l]; }
+  decltype(auto) grad(std::size_t l) const { return (*grads)[l]; }
+  template <class T>
+  void forward(std::size_t, const T* z, T* a, Index n) const {
+    act->forward(z, a, n);
+  }
+  template <class T>
+  void forward_train(std::size_t, T* zd, T* a, Index n) const {
+    act->forward_train(zd, a, n);
+  }
+  void prepare_grads() const;
+};
+
+// The softmax cross-entropy of each column of logits, as the engine's loss pass computes it.
+struct softmax_ce_columns {
+  template <class Targets>
+  void check(const char* function, const Targets& t, Index classes, Index batch) const {
+    check_targets(function, t, classes, batch);
+  }
+  template <class Targets, class T>
+  T column(const Targets& t, Index j, T* z, Index classes, bool grad, T scale) const;
+};
+
 template <class T>
 struct engine {
   // predict: logits only. loss: the mean loss. train: the loss and the gradients into `grads`.
@@ -134,12 +234,21 @@ struct engine {
   template <class P>
   static void widths_into(const char* function, const P& params, Index rows,
                           std::vector<Index>& w) {
-    const auto layers = static_cast<Index>(std::ranges::size(params));
+    if constexpr (requires { params.layer(std::size_t{}); })
+      widths_of_net(function, params, rows, w);
+    else
+      widths_of_net(function, uniform_net<const P, std::nullptr_t>{&params, nullptr, nullptr}, rows,
+                    w);
+  }
+  template <class Net>
+  static void widths_of_net(const char* function, const Net& net, Index rows,
+                            std::vector<Index>& w) {
+    const auto layers = static_cast<Index>(net.size());
     if (layers == 0) fail(function, "the network has no layers");
     w.clear();
     w.push_back(rows);
-    Index l = 0;
-    for (const auto& layer : params) {
+    for (Index l = 0; l < layers; ++l) {
+      const auto& layer = net.layer(static_cast<std::size_t>(l));
       auto shape = [&] {
         return "layer " + std::to_string(l) + "'s w is " + std::to_string(layer.w.rows()) + "x" +
                std::to_string(layer.w.cols());
@@ -156,7 +265,6 @@ struct engine {
       }
       if (layer.w.rows() == 0) fail(function, "layer " + std::to_string(l) + " has no outputs");
       w.push_back(layer.w.rows());
-      ++l;
     }
   }
   // Checks the network for a batch with `rows` features, without allocating; returns its number
@@ -173,23 +281,9 @@ struct engine {
     return w;
   }
 
-  // Checks targets against the logits' shape before any work (nothing throws inside the team).
-  template <class I>
-  static void check(const char* function, const label_targets<I>& t, Index classes, Index batch) {
-    for (Index j = 0; j < batch; ++j) {
-      const auto v = t.data[j * t.stride];
-      if (v < 0 || static_cast<Index>(v) >= classes)
-        fail(function, "label " + std::to_string(v) + " of example " + std::to_string(j) +
-                           " is outside [0, " + std::to_string(classes) + ") (the network has " +
-                           std::to_string(classes) + " outputs)");
-    }
-  }
-  static void check(const char* function, const dense_targets<T>& t, Index classes, Index batch) {
-    if (t.y.rows != classes || t.y.cols != batch)
-      fail(function, "the targets are " + std::to_string(t.y.rows) + "x" +
-                         std::to_string(t.y.cols) + " but the logits are " +
-                         std::to_string(classes) + "x" + std::to_string(batch) +
-                         " (classes x batch)");
+  template <class Targets>
+  static void check(const char* function, const Targets& t, Index classes, Index batch) {
+    check_targets(function, t, classes, batch);
   }
   static void check(const char*, const std::nullptr_t&, Index, Index) {}
 
@@ -218,20 +312,21 @@ struct engine {
 
   // The passes. `x`: in x batch. `logits`: where predict writes (out x batch). `grads`: where
   // train writes. Returns the mean loss (loss and train modes).
-  template <mode M, class P, class Targets, class Act, class G = std::remove_const_t<P>>
-  static T run(const char* function, P& params, View<const T> x, const Targets& targets, G* grads,
-               View<T> logits, Workspace<T>& ws, const Act& act, T lr = T(0)) {
-    widths_into(function, params, x.rows, ws.current_);
+  template <mode M, class Net, class Targets, class Loss>
+  static T run(const char* function, const Net& net, View<const T> x, const Targets& targets,
+               const Loss& loss, View<T> logits, Workspace<T>& ws, T lr = T(0)) {
+    widths_of_net(function, net, x.rows, ws.current_);
     const std::vector<Index>& width = ws.current_;
     const std::size_t L = width.size() - 1;
     const Index batch = x.cols;
     const Index classes = width.back();
-    check(function, targets, classes, batch);
+    if constexpr (!std::is_same_v<Targets, std::nullptr_t>)
+      loss.check(function, targets, classes, batch);
     if (batch == 0)
       return M == mode::predict ? T(0) : std::numeric_limits<T>::quiet_NaN();  // mean of nothing
     constexpr bool training = M == mode::train || M == mode::sgd;
     ws.reserve(width, batch, training);
-    if constexpr (M == mode::train) prepare_grads(*grads, params);
+    if constexpr (M == mode::train) net.prepare_grads();
 
     const int nt = max_threads();
     if (static_cast<int>(ws.scratch_.size()) < nt) ws.scratch_.resize(static_cast<std::size_t>(nt));
@@ -259,7 +354,7 @@ struct engine {
       return {p, width[l], batch, width[l]};
     };
     auto w_of = [&](std::size_t l) -> View<const T> {
-      const auto& w = params[l].w;
+      const auto& w = net.layer(l).w;
       return {w.data(), w.rows(), w.cols(), w.rows()};
     };
 
@@ -271,7 +366,7 @@ struct engine {
         const Index out = width[l + 1], in = width[l];
         const View<T> z = z_of(l);
         const Slice s = slice_of(out, batch, in, tid, team);
-        const T* b = params[l].b.data();
+        const T* b = net.layer(l).b.data();
         for (Index j = s.cols.begin; j < s.cols.end; ++j)
           std::copy(b + s.rows.begin, b + s.rows.end, z.col(j) + s.rows.begin);
         gemm_slice<false, false>(s, w_of(l), a_of(l), z, T(1), scratch);
@@ -279,9 +374,9 @@ struct engine {
           for (Index j = s.cols.begin; j < s.cols.end; ++j) {
             T* zj = z.col(j) + s.rows.begin;
             if constexpr (training)
-              act.forward_train(zj, ws.a_[l].data() + j * out + s.rows.begin, s.rows.size());
+              net.forward_train(l, zj, ws.a_[l].data() + j * out + s.rows.begin, s.rows.size());
             else
-              act.forward(zj, zj, s.rows.size());
+              net.forward(l, zj, zj, s.rows.size());
           }
         }
         if (l + 1 < L) barrier(team);
@@ -297,9 +392,7 @@ struct engine {
         const Range cols = own_columns ? slice_of(classes, batch, width[L - 1], tid, team).cols
                                        : share(batch, tid, team, 1);
         for (Index j = cols.begin; j < cols.end; ++j) {
-          T* zj = z.col(j);
-          const T lse = log_sum_exp(zj, classes);
-          ws.column_loss_[j] = column(targets, j, zj, classes, lse, training, scale);
+          ws.column_loss_[j] = loss.column(targets, j, z.col(j), classes, training, scale);
         }
       }
       if constexpr (training) {
@@ -309,13 +402,13 @@ struct engine {
           const Index out = width[l + 1], in = width[l];
           const View<const T> dz{ws.z_[l].data(), out, batch, out};
           if constexpr (M == mode::train) {  // dW = dZ A_prev^T
-            const View<T> dw{(*grads)[l].w.data(), out, in, out};
+            const View<T> dw{net.grad(l).w.data(), out, in, out};
             const Slice s = slice_of(out, in, batch, tid, team);
             gemm_slice<false, true>(s, dz, a_of(l), dw, T(1), scratch, Into::overwrite);
           } else if (l + 1 < L) {  // W_next -= lr dZ_next A^T, now that W_next's dA is done
             const Index n_out = width[l + 2];
             const View<const T> dz_next{ws.z_[l + 1].data(), n_out, batch, n_out};
-            auto& w = params[l + 1].w;
+            auto& w = net.layer(l + 1).w;
             const Slice s = slice_of(n_out, out, batch, tid, team);
             gemm_slice<false, true>(s, dz_next, a_of(l + 1),
                                     View<T>{w.data(), w.rows(), w.cols(), w.rows()}, -lr, scratch);
@@ -324,12 +417,12 @@ struct engine {
             const Range r = share(out, tid, team);
             if (!r.empty()) {
               auto db = M == mode::train
-                            ? Eigen::Map<Vector<T>>((*grads)[l].b.data() + r.begin, r.size())
+                            ? Eigen::Map<Vector<T>>(net.grad(l).b.data() + r.begin, r.size())
                             : Eigen::Map<Vector<T>>(ws.bias_.data() + r.begin, r.size());
               db.setZero();
               for (Index j = 0; j < batch; ++j)
                 db += Eigen::Map<const Vector<T>>(dz.col(j) + r.begin, r.size());
-              if constexpr (M == mode::sgd) params[l].b.segment(r.begin, r.size()) -= lr * db;
+              if constexpr (M == mode::sgd) net.layer(l).b.segment(r.begin, r.size()) -= lr * db;
             }
           }
           if (l > 0) {  // dZ_prev = (W^T dZ) * f'(Z_prev)
@@ -346,7 +439,7 @@ struct engine {
           }
           if constexpr (M == mode::sgd) {
             if (l == 0) {  // W_0 -= lr dZ_0 X^T (dZ_0 is complete, and nothing reads W_0 any more)
-              auto& w = params[0].w;
+              auto& w = net.layer(0).w;
               const Slice s = slice_of(out, in, batch, tid, team);
               gemm_slice<false, true>(s, dz, x, View<T>{w.data(), w.rows(), w.cols(), w.rows()},
                                       -lr, scratch);
@@ -389,6 +482,18 @@ struct engine {
     }
   }
 };
+
+template <class P, class Act, class G>
+void uniform_net<P, Act, G>::prepare_grads() const {
+  using T = std::remove_cvref_t<decltype((*params)[0].b(0))>;
+  engine<T>::prepare_grads(*grads, *params);
+}
+
+template <class Targets, class T>
+T softmax_ce_columns::column(const Targets& t, Index j, T* z, Index classes, bool grad,
+                             T scale) const {
+  return engine<T>::column(t, j, z, classes, log_sum_exp(z, classes), grad, scale);
+}
 
 template <class T, class DX>
 constexpr void require_scalar() {

@@ -1,10 +1,14 @@
-// grove/parallel/train.hpp: data-parallel training of grove::nn's MLP, the pmap way.
+// grove/parallel/train.hpp: data-parallel training of grove::nn's models, the pmap way.
 //
 //   grove::parallel::broadcast_inplace(params, comm, 0);    // once: every replica = rank 0's
 //   grove::parallel::StepWorkspace<decltype(params)> ws;
 //   for (...) {
-//     float loss = grove::parallel::train_step(params, X, Y, opt, state, comm, ws);
+//     float loss = grove::parallel::train_step(model, params, X, Y, nn::softmax_cross_entropy,
+//                                              &key, opt, state, comm, ws);
 //   }
+//
+// (and the walk-through's MLP, a std::vector<nn::Dense<T>> with one activation, without a model:
+// train_step(params, X, Y, opt, state, comm, ws)).
 //
 // Each step, on every device: take this device's shard of the batch (a contiguous range of
 // columns), value_and_grad on it, average the gradients over the devices with one allreduce
@@ -52,13 +56,11 @@ Shard shard(Eigen::Index batch, const C& comm) {
   return shard(batch, static_cast<int>(comm.rank()), static_cast<int>(comm.size()));
 }
 
-/// What one device keeps from step to step: its gradients and its nn::Workspace. With it (and the
-/// communicator's staging memory) a step allocates nothing after the first.
-template <nn::network P>
-struct StepWorkspace {
-  P grads;
-  nn::Workspace<nn::network_scalar_t<P>> ws;
-};
+/// What one device keeps from step to step: nn::StepWorkspace (its gradients and its
+/// nn::Workspace). With it (and the communicator's staging memory) a step allocates nothing after
+/// the first.
+template <class P, class T = nn::detail::params_scalar_t<P>>
+using StepWorkspace = nn::StepWorkspace<P, T>;
 
 namespace detail {
 
@@ -159,6 +161,95 @@ nn::network_scalar_t<P> train_step(P& params, const Eigen::MatrixBase<DX>& X,
   const Shard s = shard(X.cols(), comm);
   return train_step_on_shard(params, X.derived().middleCols(s.begin, s.size),
                              detail::shard_targets(Y, s), opt, state, comm, ws, act);
+}
+
+// --- any model ---------------------------------------------------------------------------------
+
+namespace detail {
+template <class P>
+void zero_grads_like(P& grads, const P& params) {
+  nn::detail::prepare_grads_like(grads, params);
+  tree_for_each(
+      [](auto& g) {
+        if constexpr (requires { g.setZero(); })
+          g.setZero();
+        else
+          g = 0;
+      },
+      grads);
+}
+}  // namespace detail
+
+/// train_step_on_shard for any nn model and loss: this device's shard (X, Y) through
+/// nn::value_and_grad_into(model, params, X, Y, loss, [key,] grads, ws), the gradients averaged
+/// over the devices as for the MLP (weighted by the shards' sizes), then opt.step. key (may be
+/// null) is the step's key for dropout; each device draws its masks from fold_in(key, rank), so
+/// that the shards get independent masks. On a single device it is nn::train_step (with sgd, its
+/// fused update).
+template <nn::model M, class P, class DX, class DY, nn::loss_function Loss, class Opt, class State,
+          communicator C>
+requires requires(const Opt& o, P& p, State& s) {
+  o.step(p, p, s);
+}
+typename DX::Scalar train_step_on_shard(const M& model, P& params, const Eigen::MatrixBase<DX>& X,
+                                        const Eigen::DenseBase<DY>& Y, const Loss& loss,
+                                        const random::Key* key, const Opt& opt, State& state,
+                                        C& comm, StepWorkspace<P, typename DX::Scalar>& ws) {
+  using T = typename DX::Scalar;
+  const Eigen::Index n = X.cols();
+  if (static_cast<double>(n) > static_cast<double>(1ull << std::numeric_limits<T>::digits))
+    throw argument_error("grove::parallel::train_step: a shard of " + std::to_string(n) +
+                         " examples is too large to be counted exactly in its scalar type");
+  if (comm.size() == 1) {
+    if (n == 0) throw argument_error("grove::parallel::train_step: every device's shard is empty");
+    return nn::train_step(model, params, X, Y, loss, key, opt, state, ws);
+  }
+  random::Key device_key;
+  if (key) device_key = random::fold_in(*key, static_cast<std::uint32_t>(comm.rank()));
+  T value = T(0);
+  if (n > 0) {
+    value = key ? nn::value_and_grad_into(model, params, X, Y, loss, device_key, ws.grads, ws.ws)
+                : nn::value_and_grad_into(model, params, X, Y, loss, ws.grads, ws.ws);
+  } else {
+    detail::zero_grads_like(ws.grads, params);
+  }
+  return detail::with_staging(comm, [&](Staging& staging) {
+    detail::agree(comm, "train_step", detail::op::train_step, 0, detail::moves_of(staging),
+                  std::as_const(params), detail::bytes_of(params));
+    T header[2] = {static_cast<T>(n), value * static_cast<T>(n)};
+    T total_loss = T(0);
+    detail::reduce_leaves<T>(comm, staging, ws.grads, static_cast<T>(n), std::span<T>(header),
+                             [&](std::span<const T> sums) {
+                               if (!(sums[0] > T(0)))
+                                 throw argument_error(
+                                     "grove::parallel::train_step: every device's shard is "
+                                     "empty");
+                               total_loss = sums[1] / sums[0];
+                               return sums[0];
+                             });
+    opt.step(params, ws.grads, state);
+    return total_loss;
+  });
+}
+
+/// train_step for any nn model and loss, on a batch every device holds whole: this device takes
+/// its shard(X.cols(), comm) of the columns. key (may be null) as in train_step_on_shard.
+template <nn::model M, class P, class DX, class DY, nn::loss_function Loss, class Opt, class State,
+          communicator C>
+requires requires(const Opt& o, P& p, State& s) {
+  o.step(p, p, s);
+}
+typename DX::Scalar train_step(const M& model, P& params, const Eigen::MatrixBase<DX>& X,
+                               const Eigen::DenseBase<DY>& Y, const Loss& loss,
+                               const random::Key* key, const Opt& opt, State& state, C& comm,
+                               StepWorkspace<P, typename DX::Scalar>& ws) {
+  const Eigen::Index labels = std::is_integral_v<typename DY::Scalar> ? Y.size() : Y.cols();
+  if (labels != X.cols())
+    throw shape_error("grove::parallel::train_step: got " + std::to_string(labels) +
+                      " targets for a batch of " + std::to_string(X.cols()) + " examples");
+  const Shard s = shard(X.cols(), comm);
+  return train_step_on_shard(model, params, X.derived().middleCols(s.begin, s.size),
+                             detail::shard_targets(Y, s), loss, key, opt, state, comm, ws);
 }
 
 }  // namespace grove::parallel

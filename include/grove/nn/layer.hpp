@@ -1,0 +1,197 @@
+// grove/nn/layer.hpp: the layer protocol. What a type needs so that it works inside
+// nn::sequential and nn::residual, gets gradients from nn::value_and_grad and allocates nothing
+// per step; grove's own layers (grove/nn/layers.hpp) follow it too.
+//
+// A layer is a value that describes a computation (sizes, rates, eps: static), never its
+// parameters. With T = float or double, a layer `L` has:
+//
+//   template <class T> P init(const grove::random::Key& key) const;
+//       its parameters, a pytree (std::monostate when it has none); the same key gives the same
+//       parameters.
+//   template <class T> void forward(const P& params, nn::ConstMatrixMap<T> x, nn::MatrixMap<T> y,
+//                                   std::span<T> saved, const nn::layer_context& ctx) const;
+//       y = f(x) for a batch x (features x batch, one column per example). `saved` is this
+//       layer's own memory, which stays untouched until its backward pass (what it keeps for
+//       it: a mask, a normalised input, a derivative).
+//   template <class T> void backward(const P& params, nn::ConstMatrixMap<T> x,
+//                                    nn::ConstMatrixMap<T> y, nn::ConstMatrixMap<T> dy,
+//                                    P& grads, nn::MatrixMap<T> dx, std::span<T> saved,
+//                                    const nn::layer_context& ctx) const;
+//       the vector-Jacobian product: given dy = dloss/dy, overwrites every leaf of grads with
+//       dloss/dparams and, unless dx is empty (size 0: nobody needs it), dx with dloss/dx.
+//
+// and optionally (each has a default):
+//
+//   Index input_features() const;               the features it takes (default: any number)
+//   Index output_features(Index in) const;      its outputs for `in` inputs (default: in)
+//   Index saved_size(Index in, Index batch) const;   elements of `saved` (default: 0)
+//   std::string name() const;                   how errors call it (default: "layer")
+//
+// grove checks every layer's input width (against input_features) before a pass starts, and
+// throws grove::shape_error naming the layer by its key path; forward and backward may assume the
+// shapes fit. A forward pass in training (ctx.training) is followed by the backward pass of the
+// same batch, with the same `saved`; in nn::apply (ctx.training false) no backward follows.
+// ctx.key is the layer's own random key (dropout's), or nullptr when the pass has none.
+#pragma once
+
+#include <Eigen/Core>
+#include <array>
+#include <concepts>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "grove/error.hpp"
+#include "grove/nn/activations.hpp"
+#include "grove/nn/dense.hpp"
+#include "grove/random.hpp"
+
+namespace grove::nn {
+
+/// A batch in memory a layer writes: features x batch, contiguous, column-major.
+template <class T>
+using MatrixMap = Eigen::Map<Matrix<T>>;
+/// A batch in memory a layer reads.
+template <class T>
+using ConstMatrixMap = Eigen::Map<const Matrix<T>>;
+
+/// What a layer's forward and backward passes get besides their arrays.
+struct layer_context {
+  /// true in value_and_grad (a backward pass follows), false in apply.
+  bool training = false;
+  /// This layer's own key (split from the step's key in layer order), or nullptr.
+  const random::Key* key = nullptr;
+  /// grove's own state for the pass (the matrix products' per-thread memory); not for users.
+  void* detail = nullptr;
+};
+
+namespace detail {
+
+// A layer's position in its model, as a key path: [2][0]. Fixed-size so that checking a model
+// allocates nothing; the text is built only for an error message.
+struct layer_path {
+  static constexpr int max_depth = 24;
+  std::array<std::int64_t, max_depth> index{};
+  int depth = 0;
+
+  layer_path child(std::int64_t i) const {
+    layer_path p = *this;
+    if (p.depth < max_depth) p.index[static_cast<std::size_t>(p.depth++)] = i;
+    return p;
+  }
+  std::string str() const {
+    if (depth == 0) return "(the model)";
+    std::string s;
+    for (int d = 0; d < depth; ++d) {
+      // (appended piece by piece: GCC 12 warns, wrongly, about "[" + to_string(...) here)
+      s += '[';
+      s += std::to_string(index[static_cast<std::size_t>(d)]);
+      s += ']';
+    }
+    return s;
+  }
+};
+
+inline std::string shape_text(Index rows, Index cols) {
+  return std::to_string(rows) + "x" + std::to_string(cols);
+}
+
+// Sizes in elements of T, rounded up so that every buffer starts on a 64-byte boundary for floats.
+constexpr Index aligned(Index n) {
+  return (n + 15) / 16 * 16;
+}
+
+template <class L>
+std::string layer_name(const L& layer) {
+  if constexpr (requires { layer.name(); })
+    return std::string(layer.name());
+  else if constexpr (requires { L::name; })
+    return std::string(L::name);
+  else
+    return "layer";
+}
+
+template <class L>
+Index input_features(const L& layer) {
+  if constexpr (requires { layer.input_features(); })
+    return layer.input_features();
+  else
+    return -1;
+}
+
+template <class L>
+Index output_features(const L& layer, Index in) {
+  if constexpr (requires { layer.output_features(in); })
+    return layer.output_features(in);
+  else
+    return in;
+}
+
+}  // namespace detail
+
+namespace detail {
+// An activation object (grove/nn/activations.hpp, or a user's with the same members) is a layer
+// without parameters that applies itself elementwise.
+template <class T, class L>
+auto init_layer(const L& layer, const random::Key& key) {
+  if constexpr (activation<L>)
+    return std::monostate{};
+  else
+    return layer.template init<T>(key);
+}
+}  // namespace detail
+
+namespace detail {
+// The scalar type of a parameter tree: that of its first leaf (void when it has none).
+template <class P>
+struct params_scalar {
+  using type = void;
+};
+template <class P>
+using params_scalar_t = typename params_scalar<std::remove_cvref_t<P>>::type;
+template <std::floating_point T>
+struct params_scalar<T> {
+  using type = T;
+};
+template <class S, int R, int C, int O, int MR, int MC>
+struct params_scalar<Eigen::Matrix<S, R, C, O, MR, MC>> {
+  using type = S;
+};
+template <class S, int R, int C, int O, int MR, int MC>
+struct params_scalar<Eigen::Array<S, R, C, O, MR, MC>> {
+  using type = S;
+};
+template <template <class> class X, std::floating_point T>
+struct params_scalar<X<T>> {
+  using type = T;
+};
+template <class X, class A>
+struct params_scalar<std::vector<X, A>> {
+  using type = params_scalar_t<X>;
+};
+template <class... Ps>
+struct first_scalar {
+  using type = void;
+};
+template <class P, class... Ps>
+struct first_scalar<P, Ps...> {
+  using type = std::conditional_t<std::is_void_v<params_scalar_t<P>>,
+                                  typename first_scalar<Ps...>::type, params_scalar_t<P>>;
+};
+template <class... Ps>
+struct params_scalar<std::tuple<Ps...>> {
+  using type = typename first_scalar<Ps...>::type;
+};
+}  // namespace detail
+
+/// The parameters' type of layer L for scalar type T: what nn::init<T> returns.
+template <class L, class T>
+using params_t =
+    decltype(detail::init_layer<T>(std::declval<const L&>(), std::declval<random::Key>()));
+
+}  // namespace grove::nn

@@ -1,0 +1,840 @@
+// grove/nn/layers.hpp: grove's layers, each with a hand-written backward pass: dense,
+// layer_norm, dropout, residual and sequential (the activations of grove/nn/activations.hpp are
+// layers too). They follow the protocol of grove/nn/layer.hpp, as a user's own layer does.
+//
+//   auto model = nn::sequential(nn::dense(784, 256), nn::swish,
+//                               nn::residual(nn::sequential(nn::layer_norm(256), nn::dense(256,
+//                               256),
+//                                                           nn::gelu)),
+//                               nn::dropout(0.1), nn::dense(256, 10));
+//   auto params = nn::init<float>(model, grove::random::key(0));   // key paths [0].w, [2][0].scale
+#pragma once
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "grove/nn/activations.hpp"
+#include "grove/nn/dense.hpp"
+#include "grove/nn/detail/gemm.hpp"
+#include "grove/nn/layer.hpp"
+#include "grove/nn/workspace.hpp"
+#include "grove/random.hpp"
+#include "grove/tree.hpp"
+
+namespace grove::nn {
+
+// --- dispatch: what grove calls on any layer
+// ------------------------------------------------------
+
+namespace detail {
+
+template <class L>
+Index saved_size(const L& layer, Index in, Index batch) {
+  if constexpr (activation<L>)
+    return in * batch;  // f'(x), computed in the forward pass
+  else if constexpr (requires { layer.saved_size(in, batch); })
+    return layer.saved_size(in, batch);
+  else
+    return 0;
+}
+
+template <class T, class L, class P>
+void forward_layer(const L& layer, const P& params, ConstMatrixMap<T> x, MatrixMap<T> y,
+                   std::span<T> saved, const layer_context& ctx) {
+  if constexpr (activation<L>) {
+    if (ctx.training) {
+      // f(x) and f'(x) in one pass: the backward pass is then one multiplication.
+      std::copy(x.data(), x.data() + x.size(), saved.data());
+      layer.forward_train(saved.data(), y.data(), x.size());
+    } else {
+      layer.forward(x.data(), y.data(), x.size());
+    }
+  } else {
+    layer.template forward<T>(params, x, y, saved, ctx);
+  }
+}
+
+template <class T, class L, class P>
+void backward_layer(const L& layer, const P& params, ConstMatrixMap<T> x, ConstMatrixMap<T> y,
+                    ConstMatrixMap<T> dy, P& grads, MatrixMap<T> dx, std::span<T> saved,
+                    const layer_context& ctx) {
+  if constexpr (activation<L>) {
+    if (dx.size() != 0)
+      dx.array() =
+          dy.array() * Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(saved.data(), dy.size())
+                           .reshaped(dy.rows(), dy.cols());
+  } else {
+    layer.template backward<T>(params, x, y, dy, grads, dx, saved, ctx);
+  }
+}
+
+// Checks that the layer takes `in` features, and returns its outputs; throws grove::shape_error
+// naming the layer by its key path otherwise.
+template <class L>
+Index check_layer(const char* function, const L& layer, Index in, const layer_path& path) {
+  if constexpr (requires { layer.check_shapes(function, in, path); }) {
+    return layer.check_shapes(function, in, path);
+  } else {
+    const Index expected = input_features(layer);
+    if (expected >= 0 && expected != in)
+      fail_shape(function, "layer " + path.str() + " (" + layer_name(layer) + ") expects " +
+                               std::to_string(expected) + " features, the input has " +
+                               std::to_string(in));
+    const Index out = output_features(layer, in);
+    if (out <= 0)
+      fail_shape(function, "layer " + path.str() + " (" + layer_name(layer) + ") cannot take " +
+                               std::to_string(in) + " features");
+    return out;
+  }
+}
+
+// Checks the parameters' shapes against the layer (grove's layers; a user's layer may define
+// check_params(function, params, path) too).
+template <class L, class P>
+void check_layer_params(const char* function, const L& layer, const P& params,
+                        const layer_path& path) {
+  if constexpr (requires { layer.check_params(function, params, path); })
+    layer.check_params(function, params, path);
+}
+
+// A model's chain: the dense layers and activations the fused engine runs (see model.hpp).
+// Returns false when the layer is something else.
+template <class T, class L, class P>
+bool collect_chain(const L& layer, const P& params, P* grads, std::vector<chain_entry<T>>& chain,
+                   bool has_key) {
+  if constexpr (std::is_same_v<L, Identity>) {
+    return true;
+  } else if constexpr (activation<L>) {
+    if (chain.empty() || chain.back().act != nullptr) return false;
+    chain.back().act = &layer;
+    chain.back().forward = &act_forward<L, T>;
+    chain.back().forward_train = &act_forward_train<L, T>;
+    return true;
+  } else if constexpr (requires { layer.collect_chain(params, grads, chain, has_key); }) {
+    return layer.collect_chain(params, grads, chain, has_key);
+  } else {
+    return false;
+  }
+}
+
+template <class T>
+GemmScratch<T>* gemm_scratch_of(const layer_context& ctx, int threads) {
+  if (ctx.detail == nullptr) return nullptr;
+  auto& s = static_cast<Workspace<T>*>(ctx.detail)->scratch();
+  if (static_cast<int>(s.size()) < threads) s.resize(static_cast<std::size_t>(threads));
+  return s.data();
+}
+
+template <std::size_t N, class F>
+void for_index(F&& f) {
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    (f(std::integral_constant<std::size_t, I>{}), ...);
+  }
+  (std::make_index_sequence<N>{});
+}
+
+// The mask of dropout: 1 where uniform(key) < keep (grove::random::bernoulli<float>'s draw), else
+// 0, written as T.
+template <class T>
+struct dropout_mask_sink {
+  T* out;
+  float keep;
+  void operator()(std::uint64_t first, const std::uint32_t* words, std::size_t m) const noexcept {
+    T* o = out + first;
+    for (std::size_t l = 0; l < m; ++l)
+      o[l] = random::detail::unit_from_bits<float>(words[l]) < keep ? T(1) : T(0);
+  }
+};
+
+}  // namespace detail
+
+// --- dense
+// -------------------------------------------------------------------------------------------
+
+/// A dense layer of a model: z = w x + b with parameters Dense<T>{w (out x in), b (out)},
+/// initialised as flax's Dense (lecun_normal kernel, zero bias) unless another variance-scaling
+/// initializer is given. Build one with nn::dense(in, out).
+struct DenseLayer {
+  Index in = 0, out = 0;
+  double scale = 1.0;  ///< the initializer's (jax.nn.initializers.variance_scaling)
+  FanMode mode = FanMode::fan_in;
+  Distribution distribution = Distribution::truncated_normal;
+
+  std::string name() const {
+    return "Dense(" + std::to_string(in) + ", " + std::to_string(out) + ")";
+  }
+  Index input_features() const { return in; }
+  Index output_features(Index) const { return out; }
+
+  /// (w_key, b_key) = split(key); w = the initializer of (w_key, (out, in)); b = 0.
+  template <class T>
+  Dense<T> init(const random::Key& key) const {
+    detail::require_real<T>();
+    const auto [w_key, b_key] = random::split(key);
+    (void)b_key;
+    return Dense<T>{VarianceScaling<T>{scale, mode, distribution}.sample(w_key, out, in),
+                    Vector<T>::Zero(out)};
+  }
+
+  template <class T>
+  void check_params(const char* function, const Dense<T>& p, const detail::layer_path& path) const {
+    if (p.w.rows() != out || p.w.cols() != in || p.b.size() != out)
+      detail::fail_shape(function, "layer " + path.str() + " (" + name() + ") has parameters w " +
+                                       detail::shape_text(p.w.rows(), p.w.cols()) + " and b (" +
+                                       std::to_string(p.b.size()) + "), expected w " +
+                                       detail::shape_text(out, in) + " and b (" +
+                                       std::to_string(out) + ")");
+  }
+
+  /// y = w x + b: one product over the threads of one team, the bias as its initial value.
+  template <class T>
+  void forward(const Dense<T>& p, ConstMatrixMap<T> x, MatrixMap<T> y, std::span<T>,
+               const layer_context& ctx) const {
+    using namespace detail;
+    const Index batch = x.cols();
+    const int nt = ctx.detail ? max_threads() : 1;
+    GemmScratch<T> local;
+    GemmScratch<T>* scratch = gemm_scratch_of<T>(ctx, nt);
+    if (!scratch) scratch = &local;
+    for (int tid = 0; tid < nt; ++tid)
+      engine<T>::reserve_slice(scratch[tid], out, batch, in, tid, nt);
+    const View<const T> w{p.w.data(), out, in, out}, xv{x.data(), in, batch, in};
+    const View<T> yv{y.data(), out, batch, out};
+    parallel(nt, [&](int tid, int team) {
+      const Slice s = slice_of(out, batch, in, tid, team);
+      if (s.empty()) return;
+      for (Index j = s.cols.begin; j < s.cols.end; ++j)
+        std::copy(p.b.data() + s.rows.begin, p.b.data() + s.rows.end, yv.col(j) + s.rows.begin);
+      gemm_slice<false, false>(s, w, xv, yv, T(1), scratch[tid]);
+    });
+  }
+
+  /// dw = dy x^T, db = the row sums of dy, dx = w^T dy: three independent products in one team.
+  template <class T>
+  void backward(const Dense<T>& p, ConstMatrixMap<T> x, ConstMatrixMap<T>, ConstMatrixMap<T> dy,
+                Dense<T>& g, MatrixMap<T> dx, std::span<T>, const layer_context& ctx) const {
+    using namespace detail;
+    const Index batch = x.cols();
+    const bool want_dx = dx.size() != 0;
+    const int nt = ctx.detail ? max_threads() : 1;
+    GemmScratch<T> local;
+    GemmScratch<T>* scratch = gemm_scratch_of<T>(ctx, nt);
+    if (!scratch) scratch = &local;
+    for (int tid = 0; tid < nt; ++tid) {
+      engine<T>::reserve_slice(scratch[tid], out, in, batch, tid, nt);
+      if (want_dx) engine<T>::reserve_slice(scratch[tid], in, batch, out, tid, nt);
+    }
+    const View<const T> w{p.w.data(), out, in, out}, xv{x.data(), in, batch, in},
+        dyv{dy.data(), out, batch, out};
+    parallel(nt, [&](int tid, int team) {
+      gemm_slice<false, true>(slice_of(out, in, batch, tid, team), dyv, xv,
+                              View<T>{g.w.data(), out, in, out}, T(1), scratch[tid],
+                              Into::overwrite);
+      const Range r = share(out, tid, team);
+      if (!r.empty()) {
+        auto db = g.b.segment(r.begin, r.size());
+        db.setZero();
+        for (Index j = 0; j < batch; ++j) db += dy.col(j).segment(r.begin, r.size());
+      }
+      if (want_dx)
+        gemm_slice<true, false>(slice_of(in, batch, out, tid, team), w, dyv,
+                                View<T>{dx.data(), in, batch, in}, T(1), scratch[tid],
+                                Into::overwrite);
+    });
+  }
+
+  template <class T>
+  bool collect_chain(const Dense<T>& p, Dense<T>* g, std::vector<detail::chain_entry<T>>& chain,
+                     bool) const {
+    detail::chain_entry<T> e;
+    e.layer = const_cast<Dense<T>*>(&p);  // the engine writes only through it in sgd mode
+    e.grad = g;
+    chain.push_back(e);
+    return true;
+  }
+};
+
+/// A dense layer from `in` to `out` features, initialised as flax's Dense: lecun_normal kernel,
+/// zero bias. Throws grove::argument_error for sizes <= 0.
+inline DenseLayer dense(Index in, Index out) {
+  if (in <= 0 || out <= 0)
+    detail::fail("dense", "sizes must be positive, got in = " + std::to_string(in) +
+                              ", out = " + std::to_string(out));
+  return DenseLayer{in, out};
+}
+
+/// The same with another variance-scaling initializer for the kernel (e.g. he_normal<float>);
+/// the bias is zero.
+template <class U>
+DenseLayer dense(Index in, Index out, const VarianceScaling<U>& initializer) {
+  DenseLayer layer = dense(in, out);
+  layer.scale = initializer.scale;
+  layer.mode = initializer.mode;
+  layer.distribution = initializer.distribution;
+  return layer;
+}
+
+// --- layer norm
+// ------------------------------------------------------------------------------------
+
+/// The parameters of a layer norm: one scale and one bias per feature (key paths .scale, .bias).
+template <class T>
+struct LayerNormParams {
+  Vector<T> scale;
+  Vector<T> bias;
+};
+GROVE_NODE(LayerNormParams, scale, bias);
+
+/// flax.linen.LayerNorm over the features of each example (column): with mean m and variance v
+/// of the column (v = mean((x - m)^2), computed in two passes), y = (x - m) / sqrt(v + eps) *
+/// scale + bias. Parameters: scale (ones), bias (zeros).
+struct LayerNorm {
+  Index features = 0;
+  double eps = 1e-6;
+
+  std::string name() const { return "LayerNorm(" + std::to_string(features) + ")"; }
+  Index input_features() const { return features; }
+  /// The normalised input and each column's 1 / sqrt(v + eps), for the backward pass.
+  Index saved_size(Index in, Index batch) const {
+    return detail::aligned(in * batch) + detail::aligned(batch);
+  }
+
+  template <class T>
+  LayerNormParams<T> init(const random::Key&) const {
+    return {Vector<T>::Ones(features), Vector<T>::Zero(features)};
+  }
+
+  template <class T>
+  void check_params(const char* function, const LayerNormParams<T>& p,
+                    const detail::layer_path& path) const {
+    if (p.scale.size() != features || p.bias.size() != features)
+      detail::fail_shape(function, "layer " + path.str() + " (" + name() +
+                                       ") has parameters scale (" + std::to_string(p.scale.size()) +
+                                       ") and bias (" + std::to_string(p.bias.size()) +
+                                       "), expected (" + std::to_string(features) + ") each");
+  }
+
+  template <class T>
+  void forward(const LayerNormParams<T>& p, ConstMatrixMap<T> x, MatrixMap<T> y, std::span<T> saved,
+               const layer_context& ctx) const {
+    const Index n = x.rows(), batch = x.cols();
+    const T e = static_cast<T>(eps);
+    T* xhat = saved.data();
+    T* rstd = saved.data() + detail::aligned(n * batch);
+    for (Index j = 0; j < batch; ++j) {
+      const auto xj = x.col(j).array();
+      const T mean = xj.sum() / static_cast<T>(n);
+      const T var = (xj - mean).square().sum() / static_cast<T>(n);
+      const T r = T(1) / std::sqrt(var + e);
+      auto yj = y.col(j).array();
+      yj = (xj - mean) * r;
+      if (ctx.training) {
+        Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>(xhat + j * n, n) = yj;
+        rstd[j] = r;
+      }
+      yj = yj * p.scale.array() + p.bias.array();
+    }
+  }
+
+  /// dscale = sum over examples of dy xhat, dbias = sum of dy; with g = dy scale,
+  /// dx = rstd (g - mean(g) - xhat mean(g xhat)) per column.
+  template <class T>
+  void backward(const LayerNormParams<T>& p, ConstMatrixMap<T> x, ConstMatrixMap<T>,
+                ConstMatrixMap<T> dy, LayerNormParams<T>& g, MatrixMap<T> dx, std::span<T> saved,
+                const layer_context&) const {
+    const Index n = x.rows(), batch = x.cols();
+    const T* xhat = saved.data();
+    const T* rstd = saved.data() + detail::aligned(n * batch);
+    g.scale.setZero();
+    g.bias.setZero();
+    for (Index j = 0; j < batch; ++j) {
+      const Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> xh(xhat + j * n, n);
+      const auto dyj = dy.col(j).array();
+      g.scale.array() += dyj * xh;
+      g.bias.array() += dyj;
+      if (dx.size() != 0) {
+        const auto gj = dyj * p.scale.array();
+        const T mean_g = gj.sum() / static_cast<T>(n);
+        const T mean_gx = (gj * xh).sum() / static_cast<T>(n);
+        dx.col(j).array() = rstd[j] * (gj - mean_g - xh * mean_gx);
+      }
+    }
+  }
+};
+
+/// A layer norm over `features` features with epsilon eps (flax's default 1e-6). Throws
+/// grove::argument_error for features <= 0 or eps < 0.
+inline LayerNorm layer_norm(Index features, double eps = 1e-6) {
+  if (features <= 0)
+    detail::fail("layer_norm", "features must be positive, got " + std::to_string(features));
+  if (!(eps >= 0)) detail::fail("layer_norm", "eps must be >= 0, got " + std::to_string(eps));
+  return LayerNorm{features, eps};
+}
+
+// --- dropout
+// ---------------------------------------------------------------------------------------
+
+/// flax.linen.Dropout: in a training pass with a key, each element is kept with probability
+/// keep = 1 - rate and then divided by keep, or set to 0; the identity in nn::apply and whenever
+/// the pass has no key. The mask is grove::random::bernoulli<float>(key, keep, features * batch)
+/// of the layer's own key (split from the step's key in layer order: see nn::sequential), element
+/// i of it for element i of the batch in memory (feature f of example j at f + j * features),
+/// which is flax's mask of a (batch, features) array in row-major order.
+struct Dropout {
+  double rate = 0;
+
+  std::string name() const { return "Dropout(" + std::to_string(rate) + ")"; }
+  Index saved_size(Index in, Index batch) const { return rate > 0 ? in * batch : 0; }
+
+  template <class T>
+  std::monostate init(const random::Key&) const {
+    return {};
+  }
+  bool active(const layer_context& ctx) const { return rate > 0 && ctx.training && ctx.key; }
+
+  template <class T>
+  void forward(const std::monostate&, ConstMatrixMap<T> x, MatrixMap<T> y, std::span<T> saved,
+               const layer_context& ctx) const {
+    if (!active(ctx)) {
+      y = x;
+      return;
+    }
+    const float keep = static_cast<float>(1.0 - rate);
+    detail::dropout_mask_sink<T> sink{saved.data(), keep};
+    random::detail::generate<std::uint32_t>(*ctx.key, static_cast<std::uint64_t>(x.size()),
+                                            random::detail::schedule{1, 0}, sink);
+    const T k = static_cast<T>(keep);
+    const auto m = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(saved.data(), x.size())
+                       .reshaped(x.rows(), x.cols());
+    y.array() = (m > T(0)).select(x.array() / k, T(0));
+  }
+
+  template <class T>
+  void backward(const std::monostate&, ConstMatrixMap<T>, ConstMatrixMap<T>, ConstMatrixMap<T> dy,
+                std::monostate&, MatrixMap<T> dx, std::span<T> saved,
+                const layer_context& ctx) const {
+    if (dx.size() == 0) return;
+    if (!active(ctx)) {
+      dx = dy;
+      return;
+    }
+    const T k = static_cast<T>(static_cast<float>(1.0 - rate));
+    const auto m = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(saved.data(), dy.size())
+                       .reshaped(dy.rows(), dy.cols());
+    dx.array() = (m > T(0)).select(dy.array() / k, T(0));
+  }
+
+  template <class T>
+  bool collect_chain(const std::monostate&, std::monostate*, std::vector<detail::chain_entry<T>>&,
+                     bool has_key) const {
+    return rate == 0 || !has_key;  // the identity then
+  }
+};
+
+/// Dropout with the given rate in [0, 1) (flax's semantics: see Dropout). Throws
+/// grove::argument_error for a rate outside [0, 1).
+inline Dropout dropout(double rate) {
+  if (!(rate >= 0 && rate < 1))
+    detail::fail("dropout", "rate must be in [0, 1), got " + std::to_string(rate));
+  return Dropout{rate};
+}
+
+// --- residual ------------------------------------------------------------------------------------
+
+/// y = x + block(x). The block must keep the width (checked before a pass, naming the layer).
+/// Its parameters are the block's own (no extra level: `residual(sequential(layer_norm, ...))` at
+/// position 2 of a model has key paths [2][0].scale, ...).
+template <class Block>
+struct Residual {
+  Block block;
+
+  std::string name() const { return "Residual"; }
+  template <class T>
+  auto init(const random::Key& key) const {
+    return detail::init_layer<T>(block, key);
+  }
+  /// The block's output, the gradient of the block's input, and the block's own memory.
+  Index saved_size(Index in, Index batch) const {
+    return 2 * detail::aligned(in * batch) + detail::saved_size(block, in, batch);
+  }
+  Index check_shapes(const char* function, Index in, const detail::layer_path& path) const {
+    const Index out = detail::check_layer(function, block, in, path);
+    if (out != in)
+      detail::fail_shape(function, "layer " + path.str() + " (Residual): its block maps " +
+                                       std::to_string(in) + " features to " + std::to_string(out) +
+                                       "; a residual block must keep the width");
+    return in;
+  }
+  template <class P>
+  void check_params(const char* function, const P& p, const detail::layer_path& path) const {
+    detail::check_layer_params(function, block, p, path);
+  }
+
+  template <class T, class P>
+  void forward(const P& p, ConstMatrixMap<T> x, MatrixMap<T> y, std::span<T> saved,
+               const layer_context& ctx) const {
+    const Index n = x.size();
+    MatrixMap<T> by(saved.data(), x.rows(), x.cols());
+    detail::forward_layer<T>(block, p, x, by, inner(saved, n), ctx);
+    y = x + by;
+  }
+  template <class T, class P>
+  void backward(const P& p, ConstMatrixMap<T> x, ConstMatrixMap<T>, ConstMatrixMap<T> dy, P& g,
+                MatrixMap<T> dx, std::span<T> saved, const layer_context& ctx) const {
+    const Index n = x.size();
+    ConstMatrixMap<T> by(saved.data(), x.rows(), x.cols());
+    const bool want_dx = dx.size() != 0;
+    MatrixMap<T> dxb(saved.data() + detail::aligned(n), want_dx ? x.rows() : 0,
+                     want_dx ? x.cols() : 0);
+    detail::backward_layer<T>(block, p, x, by, dy, g, dxb, inner(saved, n), ctx);
+    if (want_dx) dx = dy + dxb;
+  }
+
+ private:
+  template <class T>
+  static std::span<T> inner(std::span<T> saved, Index n) {
+    return saved.subspan(static_cast<std::size_t>(2 * detail::aligned(n)));
+  }
+};
+
+/// y = x + block(x) (see Residual).
+template <class Block>
+Residual<std::remove_cvref_t<Block>> residual(Block&& block) {
+  return {std::forward<Block>(block)};
+}
+
+// --- sequential
+// ------------------------------------------------------------------------------------
+
+namespace detail {
+
+// Where child i of a sequence keeps its output and its own memory within the sequence's memory,
+// for a batch of `batch` columns: [out_0][saved_0][out_1][saved_1]...[saved_last][g0][g1], with
+// g0 and g1 the gradients between the children (the widest output each), used in turn.
+struct child_place {
+  Index in = 0, out = 0;
+  Index output_at = -1;  // -1 for the last child, which writes the sequence's output
+  Index saved_at = 0, saved = 0;
+};
+
+// Calls visit(i, place) for each child in order, given get_out(i, in) and get_saved(i, in);
+// returns {total memory, offset of g0, widest intermediate output}.
+template <class Out, class Saved, class Visit>
+std::array<Index, 3> layout(std::size_t n, Index in, Index batch, Out&& get_out, Saved&& get_saved,
+                            Visit&& visit) {
+  Index at = 0, widest = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    child_place c;
+    c.in = in;
+    c.out = get_out(i, in);
+    if (i + 1 < n) {
+      c.output_at = at;
+      at += aligned(c.out * batch);
+      widest = std::max(widest, c.out);
+    }
+    c.saved_at = at;
+    c.saved = get_saved(i, in);
+    at += aligned(c.saved);
+    visit(i, c);
+    in = c.out;
+  }
+  const Index g = at;
+  at += 2 * aligned(widest * batch);
+  return {at, g, widest};
+}
+
+// The passes of a sequence of n children, whatever holds them (a tuple or a vector):
+// with_child(i, f) calls f(child_layer, its params, its grads or nullptr).
+template <class T, class WithChild>
+void sequence_forward(std::size_t n, WithChild&& with_child, ConstMatrixMap<T> x, MatrixMap<T> y,
+                      std::span<T> saved, const layer_context& ctx) {
+  const Index batch = x.cols();
+  const T* input = x.data();
+  auto get_out = [&](std::size_t i, Index in) {
+    Index out = 0;
+    with_child(i, [&](const auto& l, const auto&, auto*) { out = output_features(l, in); });
+    return out;
+  };
+  auto get_saved = [&](std::size_t i, Index in) {
+    Index s = 0;
+    with_child(i, [&](const auto& l, const auto&, auto*) { s = saved_size(l, in, batch); });
+    return s;
+  };
+  layout(n, x.rows(), batch, get_out, get_saved, [&](std::size_t i, const child_place& c) {
+    T* out = c.output_at < 0 ? y.data() : saved.data() + c.output_at;
+    random::Key key;
+    layer_context child = ctx;
+    if (ctx.key) {
+      key = random::fold_in(*ctx.key, static_cast<std::uint32_t>(i));
+      child.key = &key;
+    }
+    with_child(i, [&](const auto& l, const auto& p, auto*) {
+      forward_layer<T>(
+          l, p, ConstMatrixMap<T>(input, c.in, batch), MatrixMap<T>(out, c.out, batch),
+          saved.subspan(static_cast<std::size_t>(c.saved_at), static_cast<std::size_t>(c.saved)),
+          child);
+    });
+    input = out;
+  });
+}
+
+template <class T, class WithChild>
+void sequence_backward(std::size_t n, WithChild&& with_child, ConstMatrixMap<T> x,
+                       ConstMatrixMap<T> y, ConstMatrixMap<T> dy, MatrixMap<T> dx,
+                       std::span<T> saved, const layer_context& ctx) {
+  const Index batch = x.cols();
+  auto get_out = [&](std::size_t i, Index in) {
+    Index out = 0;
+    with_child(i, [&](const auto& l, const auto&, auto*) { out = output_features(l, in); });
+    return out;
+  };
+  auto get_saved = [&](std::size_t i, Index in) {
+    Index s = 0;
+    with_child(i, [&](const auto& l, const auto&, auto*) { s = saved_size(l, in, batch); });
+    return s;
+  };
+  // The places, in a small fixed array for short sequences, recomputed otherwise.
+  const auto [total, g_at, widest] =
+      layout(n, x.rows(), batch, get_out, get_saved, [](std::size_t, const child_place&) {});
+  (void)total;
+  T* g[2] = {saved.data() + g_at, saved.data() + g_at + aligned(widest * batch)};
+  for (std::size_t r = n; r-- > 0;) {
+    child_place c;
+    const T* input = x.data();
+    layout(n, x.rows(), batch, get_out, get_saved, [&](std::size_t i, const child_place& p) {
+      if (i == r) c = p;
+      if (i + 1 == r) input = saved.data() + p.output_at;
+    });
+    const T* output = c.output_at < 0 ? y.data() : saved.data() + c.output_at;
+    const T* d_out = r + 1 == n ? dy.data() : g[r % 2];
+    const bool want_dx = r > 0 || dx.size() != 0;
+    T* d_in = r == 0 ? dx.data() : g[(r + 1) % 2];
+    random::Key key;
+    layer_context child = ctx;
+    if (ctx.key) {
+      key = random::fold_in(*ctx.key, static_cast<std::uint32_t>(r));
+      child.key = &key;
+    }
+    with_child(r, [&](const auto& l, const auto& p, auto* gp) {
+      backward_layer<T>(
+          l, p, ConstMatrixMap<T>(input, c.in, batch), ConstMatrixMap<T>(output, c.out, batch),
+          ConstMatrixMap<T>(d_out, c.out, batch), *gp,
+          MatrixMap<T>(d_in, want_dx ? c.in : 0, want_dx ? batch : 0),
+          saved.subspan(static_cast<std::size_t>(c.saved_at), static_cast<std::size_t>(c.saved)),
+          child);
+    });
+  }
+}
+
+template <class T, class WithChild>
+Index sequence_saved_size(std::size_t n, WithChild&& with_child, Index in, Index batch) {
+  auto get_out = [&](std::size_t i, Index w) {
+    Index out = 0;
+    with_child(i, [&](const auto& l) { out = output_features(l, w); });
+    return out;
+  };
+  auto get_saved = [&](std::size_t i, Index w) {
+    Index s = 0;
+    with_child(i, [&](const auto& l) { s = saved_size(l, w, batch); });
+    return s;
+  };
+  return layout(n, in, batch, get_out, get_saved, [](std::size_t, const child_place&) {})[0];
+}
+
+}  // namespace detail
+
+/// Layers applied one after the other (flax.linen.Sequential): a model of its own, and a layer of
+/// a larger one. Its parameters are a std::tuple with one child per layer, in order (a layer
+/// without parameters contributes std::monostate, JAX's None), so key paths are [0].w,
+/// [2][0].scale. Layer i initialises from, and (dropout) draws its masks from, split(key, n)[i] ==
+/// fold_in(key, i) of the sequence's key.
+template <class... Layers>
+struct Sequential {
+  static_assert(sizeof...(Layers) > 0, "grove: nn::sequential needs at least one layer");
+  std::tuple<Layers...> layers;
+
+  static constexpr std::size_t size() { return sizeof...(Layers); }
+  std::string name() const { return "Sequential"; }
+
+  template <class T>
+  std::tuple<params_t<Layers, T>...> init(const random::Key& key) const {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return std::tuple<params_t<Layers, T>...>{detail::init_layer<T>(
+          std::get<I>(layers), random::fold_in(key, static_cast<std::uint32_t>(I)))...};
+    }
+    (std::index_sequence_for<Layers...>{});
+  }
+
+  Index output_features(Index in) const {
+    detail::for_index<size()>(
+        [&](auto i) { in = detail::output_features(std::get<i>(layers), in); });
+    return in;
+  }
+  Index saved_size(Index in, Index batch) const {
+    return detail::sequence_saved_size<float>(
+        size(), [&](std::size_t i, auto&& f) { visit(i, [&](const auto& l) { f(l); }); }, in,
+        batch);
+  }
+  Index check_shapes(const char* function, Index in, const detail::layer_path& path) const {
+    detail::for_index<size()>([&](auto i) {
+      in = detail::check_layer(function, std::get<i>(layers), in, path.child(i));
+    });
+    return in;
+  }
+  template <class P>
+  void check_params(const char* function, const P& p, const detail::layer_path& path) const {
+    detail::for_index<size()>([&](auto i) {
+      detail::check_layer_params(function, std::get<i>(layers), std::get<i>(p), path.child(i));
+    });
+  }
+
+  template <class T, class P>
+  void forward(const P& p, ConstMatrixMap<T> x, MatrixMap<T> y, std::span<T> saved,
+               const layer_context& ctx) const {
+    detail::sequence_forward<T>(
+        size(),
+        [&](std::size_t i, auto&& f) {
+          visit(i,
+                [&](const auto& l, auto ic) { f(l, std::get<ic>(p), (std::nullptr_t*)nullptr); });
+        },
+        x, y, saved, ctx);
+  }
+  template <class T, class P>
+  void backward(const P& p, ConstMatrixMap<T> x, ConstMatrixMap<T> y, ConstMatrixMap<T> dy, P& g,
+                MatrixMap<T> dx, std::span<T> saved, const layer_context& ctx) const {
+    detail::sequence_backward<T>(
+        size(),
+        [&](std::size_t i, auto&& f) {
+          visit(i, [&](const auto& l, auto ic) { f(l, std::get<ic>(p), &std::get<ic>(g)); });
+        },
+        x, y, dy, dx, saved, ctx);
+  }
+  template <class T, class P>
+  bool collect_chain(const P& p, P* g, std::vector<detail::chain_entry<T>>& chain,
+                     bool has_key) const {
+    bool ok = true;
+    detail::for_index<size()>([&](auto i) {
+      if (ok)
+        ok = detail::collect_chain<T>(std::get<i>(layers), std::get<i>(p),
+                                      g ? &std::get<i>(*g) : nullptr, chain, has_key);
+    });
+    return ok;
+  }
+
+ private:
+  // f(layer i) or f(layer i, integral_constant i), for a run-time i.
+  template <class F>
+  void visit(std::size_t i, F&& f) const {
+    detail::for_index<size()>([&](auto ic) {
+      if (ic == i) {
+        if constexpr (std::is_invocable_v<
+                          F&, const std::tuple_element_t<ic, std::tuple<Layers...>>&, decltype(ic)>)
+          f(std::get<ic>(layers), ic);
+        else
+          f(std::get<ic>(layers));
+      }
+    });
+  }
+};
+
+/// A sequence of layers of one type whose number is known at run time (a model assembled from a
+/// program's options): parameters are a std::vector with one child per layer. Built by
+/// nn::sequential(std::vector<L>{...}); key paths and keys as Sequential's.
+template <class L>
+struct Stack {
+  std::vector<L> layers;
+
+  std::size_t size() const { return layers.size(); }
+  std::string name() const { return "Sequential"; }
+
+  template <class T>
+  std::vector<params_t<L, T>> init(const random::Key& key) const {
+    std::vector<params_t<L, T>> out;
+    out.reserve(layers.size());
+    for (std::size_t i = 0; i < layers.size(); ++i)
+      out.push_back(
+          detail::init_layer<T>(layers[i], random::fold_in(key, static_cast<std::uint32_t>(i))));
+    return out;
+  }
+  Index output_features(Index in) const {
+    for (const auto& l : layers) in = detail::output_features(l, in);
+    return in;
+  }
+  Index saved_size(Index in, Index batch) const {
+    if (layers.empty()) return 0;
+    return detail::sequence_saved_size<float>(
+        size(), [&](std::size_t i, auto&& f) { f(layers[i]); }, in, batch);
+  }
+  Index check_shapes(const char* function, Index in, const detail::layer_path& path) const {
+    for (std::size_t i = 0; i < layers.size(); ++i)
+      in = detail::check_layer(function, layers[i], in, path.child(static_cast<std::int64_t>(i)));
+    return in;
+  }
+  template <class P>
+  void check_params(const char* function, const std::vector<P>& p,
+                    const detail::layer_path& path) const {
+    if (p.size() != layers.size())
+      throw tree_error("grove::nn::" + std::string(function) + ": layer " + path.str() + " has " +
+                       std::to_string(layers.size()) + " layers but its parameters have " +
+                       std::to_string(p.size()) + " children");
+    for (std::size_t i = 0; i < layers.size(); ++i)
+      detail::check_layer_params(function, layers[i], p[i],
+                                 path.child(static_cast<std::int64_t>(i)));
+  }
+
+  template <class T, class P>
+  void forward(const std::vector<P>& p, ConstMatrixMap<T> x, MatrixMap<T> y, std::span<T> saved,
+               const layer_context& ctx) const {
+    if (layers.empty()) {
+      y = x;
+      return;
+    }
+    detail::sequence_forward<T>(
+        size(), [&](std::size_t i, auto&& f) { f(layers[i], p[i], (P*)nullptr); }, x, y, saved,
+        ctx);
+  }
+  template <class T, class P>
+  void backward(const std::vector<P>& p, ConstMatrixMap<T> x, ConstMatrixMap<T> y,
+                ConstMatrixMap<T> dy, std::vector<P>& g, MatrixMap<T> dx, std::span<T> saved,
+                const layer_context& ctx) const {
+    if (layers.empty()) {
+      if (dx.size() != 0) dx = dy;
+      return;
+    }
+    detail::sequence_backward<T>(
+        size(), [&](std::size_t i, auto&& f) { f(layers[i], p[i], &g[i]); }, x, y, dy, dx, saved,
+        ctx);
+  }
+  template <class T, class P>
+  bool collect_chain(const std::vector<P>& p, std::vector<P>* g,
+                     std::vector<detail::chain_entry<T>>& chain, bool has_key) const {
+    for (std::size_t i = 0; i < layers.size(); ++i)
+      if (!detail::collect_chain<T>(layers[i], p[i], g ? &(*g)[i] : nullptr, chain, has_key))
+        return false;
+    return true;
+  }
+};
+
+/// Layers applied in order: nn::sequential(nn::dense(784, 256), nn::swish, nn::dense(256, 10)).
+/// Sequences nest freely.
+template <class... Layers>
+Sequential<std::remove_cvref_t<Layers>...> sequential(Layers&&... layers) {
+  return {std::tuple<std::remove_cvref_t<Layers>...>(std::forward<Layers>(layers)...)};
+}
+
+/// A sequence of layers of one type, as many as the vector holds (see Stack).
+template <class L>
+Stack<L> sequential(std::vector<L> layers) {
+  return {std::move(layers)};
+}
+
+}  // namespace grove::nn

@@ -1,0 +1,529 @@
+// grove/nn/model.hpp: a model's parameters, forward pass, loss and gradients.
+//
+//   auto params = nn::init<float>(model, key);                         // a pytree
+//   Eigen::MatrixXf y = nn::apply(model, params, X);                   // X: features x batch
+//   auto [loss, grads] = nn::value_and_grad(model, params, X, Y, nn::mse);
+//   float l = nn::value_and_grad_into(model, params, X, Y, nn::mse, grads, ws);   // no allocation
+//
+// How a pass runs. Before any work, the model's shapes are checked against the input and the
+// parameters, and the targets against the output (grove::shape_error naming the layer's key
+// path and both shapes). Then, when the model is a chain of dense layers each followed by at
+// most one activation (in sequences and stacks, with identities and inactive dropouts anywhere)
+// and the last dense layer is the model's output, it runs on the fused engine of
+// grove/nn/workspace.hpp: one OpenMP team for the whole step, the bias as each product's initial
+// value, each activation and its derivative in one pass over the product's slice while it is in
+// cache, the loss and its gradient per column in the same team, and (train_step with sgd) the
+// update inside the backward products. Any other model runs layer by layer through the layer
+// protocol (grove/nn/layer.hpp), its dense layers on the same products. Both allocate nothing
+// once the workspace has seen the model and the batch size.
+#pragma once
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <concepts>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "grove/nn/activations.hpp"
+#include "grove/nn/dense.hpp"
+#include "grove/nn/layer.hpp"
+#include "grove/nn/layers.hpp"
+#include "grove/nn/losses.hpp"
+#include "grove/nn/metrics.hpp"
+#include "grove/nn/optim.hpp"
+#include "grove/nn/predict.hpp"
+#include "grove/nn/workspace.hpp"
+#include "grove/random.hpp"
+#include "grove/tree.hpp"
+
+namespace grove::nn {
+
+/// What grove accepts as a model: any layer (grove's, an activation, or a user's type following
+/// grove/nn/layer.hpp's protocol).
+template <class M>
+concept model = activation<M> || requires(const M& m, const random::Key& k) {
+  m.template init<float>(k);
+};
+
+/// flax's `model.init(key)`: the model's parameters for scalar type T (float or double), a pytree
+/// with one child per layer (see Sequential).
+template <class T, model M>
+params_t<M, T> init(const M& m, const random::Key& key) {
+  detail::require_real<T>();
+  return detail::init_layer<T>(m, key);
+}
+
+/// What value_and_grad returns; `auto [loss, grads] = value_and_grad(...)` works.
+template <class T, class P>
+struct value_and_grad_result {
+  T loss;
+  P grads;
+};
+
+/// What value_and_grad_with_input returns: also the gradient with respect to the input batch.
+template <class T, class P>
+struct value_and_grad_with_input_result {
+  T loss;
+  P grads;
+  Matrix<T> input_grad;
+};
+
+/// What check_grads reports for one leaf of the parameters (or for the input, path "input"):
+/// the largest |finite difference - VJP| over the leaf's elements, divided by the largest
+/// magnitude of either (so 0 is perfect and 1e-6 is agreement to six digits of the leaf's scale).
+struct grad_check {
+  std::string path;
+  double relative_error = 0;
+};
+
+/// What one device keeps from training step to training step: its gradients and its Workspace.
+/// With it, nn::train_step (and parallel::train_step) allocate nothing after the first step.
+template <class P, class T = detail::params_scalar_t<P>>
+struct StepWorkspace {
+  P grads;
+  Workspace<T> ws;
+};
+
+namespace detail {
+
+// The batch as a contiguous map (copied into the workspace when it has a column stride).
+template <class T>
+ConstMatrixMap<T> contiguous(const Eigen::Ref<const Matrix<T>, 0, Eigen::OuterStride<>>& x,
+                             Workspace<T>& ws, Index& used) {
+  if (x.outerStride() == x.rows() || x.cols() <= 1)
+    return ConstMatrixMap<T>(x.data(), x.rows(), x.cols());
+  T* p = ws.buffer_.data() + used;
+  used += aligned(x.size());
+  MatrixMap<T>(p, x.rows(), x.cols()) = x;
+  return ConstMatrixMap<T>(p, x.rows(), x.cols());
+}
+
+// Gives grads params' structure and shapes; allocates only when they differ.
+template <class P>
+void prepare_grads_like(P& grads, const P& params) {
+  bool same = true;
+  try {
+    tree_for_each(
+        [&](const auto& g, const auto& p) {
+          if constexpr (requires { g.rows(); })
+            if (g.rows() != p.rows() || g.cols() != p.cols()) same = false;
+        },
+        grads, params);
+  } catch (const tree_error&) {
+    same = false;
+  }
+  if (!same) grads = params;
+}
+
+// Builds ws.chain_ for the model; true when the engine can run the whole model.
+template <class T, class M, class P>
+bool plan_chain(const M& m, const P& params, P* grads, Workspace<T>& ws, bool has_key) {
+  ws.chain_.clear();
+  if (ws.chain_.capacity() == 0) ws.chain_.reserve(16);  // one allocation for a fresh workspace
+  if (!collect_chain<T>(m, params, grads, ws.chain_, has_key)) return false;
+  if (ws.chain_.empty() || ws.chain_.back().act != nullptr) return false;
+  static constexpr Identity none{};
+  for (std::size_t l = 0; l + 1 < ws.chain_.size(); ++l) {
+    auto& e = ws.chain_[l];
+    if (e.act) continue;
+    e.act = &none;
+    e.forward = &act_forward<Identity, T>;
+    e.forward_train = &act_forward_train<Identity, T>;
+  }
+  return true;
+}
+
+// Checks the model against an input of `in` features and the parameters; returns its outputs.
+template <class M, class P>
+Index check_model(const char* function, const M& m, const P& params, Index in) {
+  const Index out = check_layer(function, m, in, layer_path{});
+  check_layer_params(function, m, params, layer_path{});
+  return out;
+}
+
+template <class T>
+using BatchRef = Eigen::Ref<const Matrix<T>, 0, Eigen::OuterStride<>>;
+
+// The whole pass: checks, then the engine or the layers. grads (may be null: the loss only) and
+// input_grad (may be null) are written when given; sgd_lr >= 0 with grads null and a chain runs
+// the fused SGD step on params instead (returns false from `fused` when it could not).
+template <class T, class M, class P, class DY, class Loss>
+T pass(const char* function, const M& m, const P& params, const BatchRef<T>& x,
+       const Eigen::DenseBase<DY>& Y, const Loss& loss, const random::Key* key, P* grads,
+       Matrix<T>* input_grad, Workspace<T>& ws, T sgd_lr = T(-1), bool* fused = nullptr) {
+  const Index batch = x.cols();
+  const Index out = check_model(function, m, params, x.rows());
+  return with_targets<T>(function, Y, batch, [&](const auto& targets) -> T {
+    loss.check(function, targets, out, batch);
+    if (grads) prepare_grads_like(*grads, params);
+    if (input_grad) input_grad->resize(x.rows(), batch);
+    if (batch == 0) return std::numeric_limits<T>::quiet_NaN();
+    using E = engine<T>;
+    const View<const T> xv{x.data(), x.rows(), batch, x.outerStride()};
+    if (!input_grad && plan_chain<T>(m, params, grads, ws, key != nullptr)) {
+      const chain_net<T> net{ws.chain_.data(), ws.chain_.size()};
+      if (sgd_lr >= T(0)) {
+        if (fused) *fused = true;
+        return E::template run<E::mode::sgd>(function, net, xv, targets, loss, View<T>{}, ws,
+                                             sgd_lr);
+      }
+      if (grads)
+        return E::template run<E::mode::train>(function, net, xv, targets, loss, View<T>{}, ws);
+      return E::template run<E::mode::loss>(function, net, xv, targets, loss, View<T>{}, ws);
+    }
+    if (sgd_lr >= T(0)) return T(0);  // the caller takes the unfused way
+    // Layer by layer: [x, when strided][y][dy][the model's saved memory].
+    const Index in = x.rows();
+    const Index saved = saved_size(m, in, batch);
+    ws.reserve_buffer(aligned(x.size()) + 2 * aligned(out * batch) + saved);
+    Index used = 0;
+    const ConstMatrixMap<T> xm = contiguous<T>(x, ws, used);
+    MatrixMap<T> y(ws.buffer_.data() + used, out, batch);
+    used += aligned(out * batch);
+    MatrixMap<T> dy(ws.buffer_.data() + used, out, batch);
+    used += aligned(out * batch);
+    const std::span<T> saved_span(ws.buffer_.data() + used, static_cast<std::size_t>(saved));
+    const bool training = grads != nullptr || input_grad != nullptr;
+    layer_context ctx{training || key != nullptr, key, &ws};
+    forward_layer<T>(m, params, xm, y, saved_span, ctx);
+    dy = y;
+    const T scale = T(1) / static_cast<T>(batch);
+    T total = 0;
+    for (Index j = 0; j < batch; ++j)
+      total += loss.column(targets, j, dy.col(j).data(), out, training, scale);
+    if (training) {
+      P* g = grads;
+      P scratch_grads;
+      if (!g) {  // the input gradient only: the parameters' gradients still need somewhere to go
+        scratch_grads = params;
+        g = &scratch_grads;
+      }
+      MatrixMap<T> dx(input_grad ? input_grad->data() : nullptr, input_grad ? in : 0,
+                      input_grad ? batch : 0);
+      backward_layer<T>(m, params, xm, ConstMatrixMap<T>(y.data(), out, batch),
+                        ConstMatrixMap<T>(dy.data(), out, batch), *g, dx, saved_span, ctx);
+    }
+    return total / static_cast<T>(batch);
+  });
+}
+
+template <class T, class M, class P>
+void apply_pass(const char* function, const M& m, const P& params, const BatchRef<T>& x,
+                Matrix<T>& out, Workspace<T>& ws, const random::Key* key) {
+  const Index batch = x.cols();
+  const Index outputs = check_model(function, m, params, x.rows());
+  out.resize(outputs, batch);
+  if (batch == 0) return;
+  using E = engine<T>;
+  if (plan_chain<T>(m, params, static_cast<P*>(nullptr), ws, key != nullptr)) {
+    const chain_net<T> net{ws.chain_.data(), ws.chain_.size()};
+    if (batch == 1) {
+      // One example: the walk-through's loop (matrix-vector products, no team).
+      Vector<T> a = x.col(0);
+      for (std::size_t l = 0; l < net.size(); ++l) {
+        const auto& layer = net.layer(l);
+        Vector<T> z = layer.w * a + layer.b;
+        if (l + 1 < net.size()) {
+          a.resize(z.size());
+          net.forward(l, z.data(), a.data(), z.size());
+        } else {
+          out.col(0) = z;
+        }
+      }
+      return;
+    }
+    for (Index c = 0; c < batch; c += inference_chunk) {
+      const Index n = std::min(inference_chunk, batch - c);
+      E::template run<E::mode::predict>(
+          function, net,
+          View<const T>{x.data() + c * x.outerStride(), x.rows(), n, x.outerStride()}, nullptr,
+          softmax_ce_columns{}, View<T>{out.data() + c * outputs, outputs, n, outputs}, ws);
+    }
+    return;
+  }
+  const Index saved = saved_size(m, x.rows(), batch);
+  ws.reserve_buffer(aligned(x.size()) + saved);
+  Index used = 0;
+  const ConstMatrixMap<T> xm = contiguous<T>(x, ws, used);
+  const std::span<T> saved_span(ws.buffer_.data() + used, static_cast<std::size_t>(saved));
+  layer_context ctx{key != nullptr, key, &ws};
+  forward_layer<T>(m, params, xm, MatrixMap<T>(out.data(), outputs, batch), saved_span, ctx);
+}
+
+}  // namespace detail
+
+// --- apply ---------------------------------------------------------------------------------------
+
+/// flax's `model.apply(params, X)`: the model's output for a batch X (features x batch; a vector
+/// is one example), into `out` (resized if needed), with `ws` as scratch. Dropout is off (the
+/// identity). Allocates nothing once out and ws have their sizes.
+template <model M, class P, class DX>
+void apply_into(const M& m, const P& params, const Eigen::MatrixBase<DX>& X,
+                Matrix<typename DX::Scalar>& out, Workspace<typename DX::Scalar>& ws) {
+  using T = typename DX::Scalar;
+  detail::require_real<T>();
+  const detail::BatchRef<T> x(X.derived());
+  detail::apply_pass<T>("apply", m, params, x, out, ws, nullptr);
+}
+
+/// The model's output for a batch X (features x batch), dropout off. See apply_into.
+template <model M, class P, class DX>
+Matrix<typename DX::Scalar> apply(const M& m, const P& params, const Eigen::MatrixBase<DX>& X) {
+  Workspace<typename DX::Scalar> ws;
+  Matrix<typename DX::Scalar> out;
+  apply_into(m, params, X, out, ws);
+  return out;
+}
+
+/// The mean softmax cross-entropy and the accuracy of a classifier on a labelled set, in one
+/// forward pass in chunks through `ws` (nn::evaluate of the walk-through's MLP, for any model;
+/// for a chain of dense layers the same numbers).
+template <model M, class P, class DX, class DL>
+Evaluation evaluate(const M& m, const P& params, const Eigen::MatrixBase<DX>& X,
+                    const Eigen::DenseBase<DL>& labels, Workspace<typename DX::Scalar>& ws) {
+  using T = typename DX::Scalar;
+  static_assert(std::is_integral_v<typename DL::Scalar>,
+                "grove::nn::evaluate: labels must be integers");
+  const detail::BatchRef<T> x(X.derived());
+  const Index batch = x.cols();
+  return detail::with_targets<T>("evaluate", labels, batch, [&](const auto& targets) {
+    const Index classes = detail::check_model("evaluate", m, params, x.rows());
+    detail::check_targets("evaluate", targets, classes, batch);
+    if (batch == 0) return Evaluation{std::numeric_limits<double>::quiet_NaN(), 0.0};
+    T total = 0;
+    std::size_t correct = 0;
+    Matrix<T>& logits = ws.predictions_;
+    for (Index c = 0; c < batch; c += detail::inference_chunk) {
+      const Index n = std::min(detail::inference_chunk, batch - c);
+      detail::apply_pass<T>("evaluate", m, params, x.middleCols(c, n), logits, ws, nullptr);
+      T chunk_total = 0;  // summed as the walk-through's evaluate sums
+      for (Index j = 0; j < n; ++j) {
+        Index best = 0;
+        logits.col(j).maxCoeff(&best);
+        const Index label = targets[c + j];
+        correct += best == label ? 1 : 0;
+        chunk_total += detail::log_sum_exp(logits.col(j).data(), classes) - logits(label, j);
+      }
+      total += chunk_total;
+    }
+    return Evaluation{static_cast<double>(total / static_cast<T>(batch)),
+                      static_cast<double>(correct) / static_cast<double>(batch)};
+  });
+}
+
+// --- losses --------------------------------------------------------------------------------------
+
+/// The model's mean loss on a batch (X: features x batch; Y: targets or labels, as the loss
+/// takes them). With a key, dropout is active with the masks value_and_grad draws from that key.
+template <model M, class P, class DX, class DY, loss_function Loss>
+typename DX::Scalar loss(const M& m, const P& params, const Eigen::MatrixBase<DX>& X,
+                         const Eigen::DenseBase<DY>& Y, const Loss& loss_fn,
+                         Workspace<typename DX::Scalar>& ws, const random::Key* key = nullptr) {
+  using T = typename DX::Scalar;
+  const detail::BatchRef<T> x(X.derived());
+  return detail::pass<T>("loss", m, params, x, Y, loss_fn, key, static_cast<P*>(nullptr), nullptr,
+                         ws);
+}
+
+// --- gradients -----------------------------------------------------------------------------------
+
+/// jax.value_and_grad of the model's mean loss with respect to its parameters, into `grads`
+/// (given params' structure and shapes on the first call) with `ws` as scratch; returns the
+/// loss. After the first call with a model and a batch size (or any smaller batch), allocates
+/// nothing. Throws grove::shape_error before any work when the input, the parameters or the
+/// targets do not fit the model (naming the layer by its key path), grove::argument_error for
+/// labels out of range.
+template <model M, class P, class DX, class DY, loss_function Loss>
+typename DX::Scalar value_and_grad_into(const M& m, const P& params, const Eigen::MatrixBase<DX>& X,
+                                        const Eigen::DenseBase<DY>& Y, const Loss& loss_fn,
+                                        P& grads, Workspace<typename DX::Scalar>& ws) {
+  using T = typename DX::Scalar;
+  if (static_cast<const void*>(&grads) == static_cast<const void*>(&params))
+    detail::fail("value_and_grad_into", "grads must not be params itself");
+  const detail::BatchRef<T> x(X.derived());
+  return detail::pass<T>("value_and_grad", m, params, x, Y, loss_fn, nullptr, &grads, nullptr, ws);
+}
+
+/// The same with a key for the model's dropout layers (each draws its mask from its own key,
+/// split from this one in layer order).
+template <model M, class P, class DX, class DY, loss_function Loss>
+typename DX::Scalar value_and_grad_into(const M& m, const P& params, const Eigen::MatrixBase<DX>& X,
+                                        const Eigen::DenseBase<DY>& Y, const Loss& loss_fn,
+                                        const random::Key& key, P& grads,
+                                        Workspace<typename DX::Scalar>& ws) {
+  using T = typename DX::Scalar;
+  if (static_cast<const void*>(&grads) == static_cast<const void*>(&params))
+    detail::fail("value_and_grad_into", "grads must not be params itself");
+  const detail::BatchRef<T> x(X.derived());
+  return detail::pass<T>("value_and_grad", m, params, x, Y, loss_fn, &key, &grads, nullptr, ws);
+}
+
+/// The same, and the gradient with respect to the input batch into input_grad (features x
+/// batch), as PINNs and adversarial examples need; key may be null (no dropout).
+template <model M, class P, class DX, class DY, loss_function Loss>
+typename DX::Scalar value_and_grad_into(const M& m, const P& params, const Eigen::MatrixBase<DX>& X,
+                                        const Eigen::DenseBase<DY>& Y, const Loss& loss_fn,
+                                        const random::Key* key, P& grads,
+                                        Matrix<typename DX::Scalar>& input_grad,
+                                        Workspace<typename DX::Scalar>& ws) {
+  using T = typename DX::Scalar;
+  if (static_cast<const void*>(&grads) == static_cast<const void*>(&params))
+    detail::fail("value_and_grad_into", "grads must not be params itself");
+  const detail::BatchRef<T> x(X.derived());
+  return detail::pass<T>("value_and_grad", m, params, x, Y, loss_fn, key, &grads, &input_grad, ws);
+}
+
+/// jax.value_and_grad(loss)(params, X, Y) for a model: {loss, grads}, grads with params' exact
+/// type. Y: integer labels or a matrix of targets, as the loss takes them (see losses.hpp).
+template <model M, class P, class DX, class DY, loss_function Loss>
+value_and_grad_result<typename DX::Scalar, P> value_and_grad(const M& m, const P& params,
+                                                             const Eigen::MatrixBase<DX>& X,
+                                                             const Eigen::DenseBase<DY>& Y,
+                                                             const Loss& loss_fn) {
+  Workspace<typename DX::Scalar> ws;
+  value_and_grad_result<typename DX::Scalar, P> out{0, params};
+  out.loss = value_and_grad_into(m, params, X, Y, loss_fn, out.grads, ws);
+  return out;
+}
+
+/// The same with a key for dropout.
+template <model M, class P, class DX, class DY, loss_function Loss>
+value_and_grad_result<typename DX::Scalar, P> value_and_grad(const M& m, const P& params,
+                                                             const Eigen::MatrixBase<DX>& X,
+                                                             const Eigen::DenseBase<DY>& Y,
+                                                             const Loss& loss_fn,
+                                                             const random::Key& key) {
+  Workspace<typename DX::Scalar> ws;
+  value_and_grad_result<typename DX::Scalar, P> out{0, params};
+  out.loss = value_and_grad_into(m, params, X, Y, loss_fn, key, out.grads, ws);
+  return out;
+}
+
+/// {loss, grads, input_grad}: value_and_grad and the gradient with respect to X.
+template <model M, class P, class DX, class DY, loss_function Loss>
+value_and_grad_with_input_result<typename DX::Scalar, P> value_and_grad_with_input(
+    const M& m, const P& params, const Eigen::MatrixBase<DX>& X, const Eigen::DenseBase<DY>& Y,
+    const Loss& loss_fn, const random::Key* key = nullptr) {
+  Workspace<typename DX::Scalar> ws;
+  value_and_grad_with_input_result<typename DX::Scalar, P> out{0, params, {}};
+  out.loss = value_and_grad_into(m, params, X, Y, loss_fn, key, out.grads, out.input_grad, ws);
+  return out;
+}
+
+// --- a training step -----------------------------------------------------------------------------
+
+/// One training step in place: the loss and gradients (into ws.grads), then the optimizer's
+/// opt.step(params, grads, state). Returns the loss before the update. With nn::sgd on a model the
+/// fused engine runs (see the top of this file), the update happens inside the backward products
+/// instead and no gradient is stored (the same step up to rounding). Allocates nothing after the
+/// first step. key (may be null) is for dropout.
+template <model M, class P, class DX, class DY, loss_function Loss, class Opt, class State>
+requires requires(const Opt& o, P& p, State& s) {
+  o.step(p, p, s);
+}
+typename DX::Scalar train_step(const M& m, P& params, const Eigen::MatrixBase<DX>& X,
+                               const Eigen::DenseBase<DY>& Y, const Loss& loss_fn,
+                               const random::Key* key, const Opt& opt, State& state,
+                               StepWorkspace<P, typename DX::Scalar>& ws) {
+  using T = typename DX::Scalar;
+  const detail::BatchRef<T> x(X.derived());
+  if constexpr (std::is_same_v<Opt, Sgd> && std::is_same_v<State, SgdState>) {
+    // The seam where the optimizer meets the engine: plain SGD is fused into the backward pass.
+    bool fused = false;
+    const T lr = static_cast<T>(opt.learning_rate()(state.count));
+    const T value = detail::pass<T>("train_step", m, params, x, Y, loss_fn, key,
+                                    static_cast<P*>(nullptr), nullptr, ws.ws, lr, &fused);
+    if (fused) {
+      ++state.count;
+      return value;
+    }
+  }
+  const T value =
+      detail::pass<T>("train_step", m, params, x, Y, loss_fn, key, &ws.grads, nullptr, ws.ws);
+  opt.step(params, ws.grads, state);
+  return value;
+}
+
+/// The same without dropout keys.
+template <model M, class P, class DX, class DY, loss_function Loss, class Opt, class State>
+requires requires(const Opt& o, P& p, State& s) {
+  o.step(p, p, s);
+}
+typename DX::Scalar train_step(const M& m, P& params, const Eigen::MatrixBase<DX>& X,
+                               const Eigen::DenseBase<DY>& Y, const Loss& loss_fn, const Opt& opt,
+                               State& state, StepWorkspace<P, typename DX::Scalar>& ws) {
+  return train_step(m, params, X, Y, loss_fn, static_cast<const random::Key*>(nullptr), opt, state,
+                    ws);
+}
+
+// --- check_grads ---------------------------------------------------------------------------------
+
+/// jax.test_util.check_grads for a model: central finite differences of the mean loss, in the
+/// parameters' scalar type (call it with double parameters and inputs), against the VJPs, for
+/// every leaf of the parameters and for the input. Returns one grad_check per leaf, in leaf
+/// order, then one for the input (path "input"); each is the worst relative error over the
+/// leaf's elements (see grad_check). key (may be null) fixes the dropout masks. step: the
+/// finite-difference step relative to max(1, |value|).
+template <model M, class P, class DX, class DY, loss_function Loss>
+std::vector<grad_check> check_grads(const M& m, const P& params, const Eigen::MatrixBase<DX>& X,
+                                    const Eigen::DenseBase<DY>& Y, const Loss& loss_fn,
+                                    const random::Key* key = nullptr, double step = 1e-5) {
+  using T = typename DX::Scalar;
+  Workspace<T> ws;
+  const auto analytic = value_and_grad_with_input(m, params, X, Y, loss_fn, key);
+  P probe = params;
+  Matrix<T> x = X;
+  auto f = [&] { return static_cast<double>(loss(m, probe, x, Y, loss_fn, ws, key)); };
+  auto compare = [&](auto& values, const auto& grad) {
+    double worst = 0, scale = 0;
+    auto* v = values.data();
+    const auto* g = grad.data();
+    for (Index i = 0; i < static_cast<Index>(values.size()); ++i) {
+      const T saved = v[i];
+      const T h = static_cast<T>(step * std::max(1.0, std::abs(static_cast<double>(saved))));
+      v[i] = saved + h;
+      const double up = f();
+      v[i] = saved - h;
+      const double down = f();
+      v[i] = saved;
+      const double fd = (up - down) / (2 * static_cast<double>(h));
+      worst = std::max(worst, std::abs(fd - static_cast<double>(g[i])));
+      scale = std::max({scale, std::abs(fd), std::abs(static_cast<double>(g[i]))});
+    }
+    return scale > 0 ? worst / scale : worst;
+  };
+  std::vector<grad_check> out;
+  for (const auto& [path, leaf] : tree_leaves_with_path(params)) {
+    (void)leaf;
+    out.push_back({keystr(path), 0});
+  }
+  std::size_t i = 0;
+  tree_for_each(
+      [&](auto& p, const auto& g) {
+        if constexpr (requires { p.data(); }) {
+          out[i].relative_error = compare(p, g);
+        } else {
+          // A scalar leaf: perturb it through a one-element view.
+          struct scalar_view {
+            T* at;
+            T* data() { return at; }
+            Index size() const { return 1; }
+          } view{&p};
+          const Eigen::Matrix<T, 1, 1> grad_one(static_cast<T>(g));
+          out[i].relative_error = compare(view, grad_one);
+        }
+        ++i;
+      },
+      probe, analytic.grads);
+  out.push_back({"input", compare(x, analytic.input_grad)});
+  return out;
+}
+
+}  // namespace grove::nn
