@@ -3,11 +3,14 @@
 # zlib (zlib1g-dev), nlohmann-json for its checkpoints (nlohmann-json3-dev), OpenMP for its threads
 # and, with GROVE_MPI (ON by default), MPI (libopenmpi-dev openmpi-bin); with -DGROVE_MPI=OFF it
 # is built without MPI and still has --devices. grove::grove itself needs none of them.
-find_package(CLI11 CONFIG REQUIRED)
-find_package(ZLIB REQUIRED)
-find_package(nlohmann_json 3 REQUIRED)
+find_package(CLI11 CONFIG QUIET)
+if(NOT CLI11_FOUND OR NOT TARGET grove::idx OR NOT TARGET grove::checkpoint)
+  message(STATUS "grove: skipped train_mlp and regression (they need CLI11, zlib and nlohmann-json; "
+                 "Debian: libcli11-dev zlib1g-dev nlohmann-json3-dev)")
+  return()
+endif()
 grove_example(train_mlp train_mlp.cpp)
-target_link_libraries(train_mlp PRIVATE CLI11::CLI11 ZLIB::ZLIB nlohmann_json::nlohmann_json)
+target_link_libraries(train_mlp PRIVATE CLI11::CLI11 grove::idx grove::checkpoint)
 grove_nn_target(train_mlp)
 if(GROVE_MPI)
   target_link_libraries(train_mlp PRIVATE MPI::MPI_CXX)
@@ -18,7 +21,7 @@ include(hostile.cmake)
 
 # regression: a small MLP fitted to the diabetes data that Debian's python3-sklearn ships (mse).
 grove_example(regression regression.cpp)
-target_link_libraries(regression PRIVATE CLI11::CLI11 ZLIB::ZLIB)
+target_link_libraries(regression PRIVATE CLI11::CLI11 grove::idx)
 grove_nn_target(regression)
 set(_grove_diabetes /usr/lib/python3/dist-packages/sklearn/datasets/data/diabetes_target.csv.gz)
 if(GROVE_BUILD_TESTS AND EXISTS ${_grove_diabetes})

@@ -2,7 +2,7 @@
 # finite differences, optimizers against hand-computed steps, a short training run; a separate
 # executable that counts heap allocations in training steps (it replaces malloc and operator new);
 # the matrix products against a double-precision product, twice: as built (grove's AVX-512 kernel
-# wherever the CPU has AVX-512) and with GROVE_NN_NO_DISPATCH (Eigen's kernel); and the README
+# wherever the CPU has AVX-512) and with GROVE_NO_DISPATCH (Eigen's kernel); and the README
 # snippet of docs/nn.md, compiled, run and its output compared.
 #
 # grove's batched passes use OpenMP threads when the code is compiled with OpenMP: the tests are,
@@ -22,7 +22,7 @@ endforeach()
 
 grove_test(test_nn_gemm test_nn_gemm.cpp)
 grove_test(test_nn_gemm_eigen test_nn_gemm.cpp)
-target_compile_definitions(test_nn_gemm_eigen PRIVATE GROVE_NN_NO_DISPATCH)
+target_compile_definitions(test_nn_gemm_eigen PRIVATE GROVE_NO_DISPATCH)
 foreach(_grove_nn_test IN ITEMS test_nn_gemm test_nn_gemm_eigen)
   grove_nn_target(${_grove_nn_test})
   grove_test_properties(${_grove_nn_test} ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE")

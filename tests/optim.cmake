@@ -46,5 +46,7 @@ endif()
 grove_doc_program(TARGET optim_snippet TEST optim_readme_snippet DOC docs/optim.md)
 
 # --- optimizer states in checkpoints (grove/io/checkpoint.hpp needs nlohmann-json) --------------
-grove_test(test_optim_checkpoint test_optim_checkpoint.cpp)
-target_link_libraries(test_optim_checkpoint PRIVATE nlohmann_json::nlohmann_json)
+if(TARGET grove::checkpoint)
+  grove_test(test_optim_checkpoint test_optim_checkpoint.cpp)
+  target_link_libraries(test_optim_checkpoint PRIVATE grove::checkpoint)
+endif()

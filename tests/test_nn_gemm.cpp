@@ -1,7 +1,7 @@
 // The MLP's matrix products (grove/nn/detail/gemm.hpp) against a plain double-precision product.
 //
 // On a CPU with AVX-512 this tests grove's own kernel (detail/sgemm_avx512.hpp), and Eigen's
-// elsewhere; the same file is also built with GROVE_NN_NO_DISPATCH (test_nn_gemm_eigen), which
+// elsewhere; the same file is also built with GROVE_NO_DISPATCH (test_nn_gemm_eigen), which
 // tests Eigen's kernel everywhere. The shapes cover every edge of grove's kernel's blocking:
 // partial 32-row and 12-column blocks, inner dimensions around its 384-deep slabs, row counts
 // around its 256-row blocks.
@@ -114,7 +114,7 @@ const std::vector<Shape> kEdgeShapes = {
 
 TEST_CASE("The MLP's products against a double-precision product", "[nn][gemm]") {
   INFO("products: " << d::kernel_name<float>());
-#if defined(GROVE_NN_NO_DISPATCH)
+#if defined(GROVE_NO_DISPATCH)
   CHECK(!d::uses_avx512_kernel<float>());
 #endif
   CHECK(!d::uses_avx512_kernel<double>());

@@ -25,3 +25,14 @@ foreach(mode IN ITEMS find_package add_subdirectory)
 endforeach()
 set_tests_properties(consumer_find_package consumer_add_subdirectory PROPERTIES
   LABELS build PASS_REGULAR_EXPRESSION "consumer ok: PyTreeDef\\(\\(\\*, \\(\\*, \\*\\)\\)\\)")
+
+# A machine without grove's optional dependencies: configuring (tests, examples and benchmarks on)
+# still succeeds and lists what it skipped.
+set(_grove_optional "-DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON;-DCMAKE_DISABLE_FIND_PACKAGE_CLI11=ON"
+    "-DCMAKE_DISABLE_FIND_PACKAGE_ZLIB=ON;-DCMAKE_DISABLE_FIND_PACKAGE_nlohmann_json=ON"
+    "-DCMAKE_DISABLE_FIND_PACKAGE_benchmark=ON")
+add_test(NAME configure_without_optional_dependencies
+  COMMAND ${CMAKE_COMMAND} -S ${PROJECT_SOURCE_DIR} -B ${_consumer_bin}/without_optional
+          -DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER} ${_grove_optional})
+set_tests_properties(configure_without_optional_dependencies PROPERTIES LABELS build
+  PASS_REGULAR_EXPRESSION "grove::checkpoint \\(nlohmann-json not found\\).*grove::idx \\(zlib not found\\).*grove::mpi \\(MPI not found\\).*benchmarks")

@@ -4,7 +4,7 @@
 // A header-only library is usually compiled without -march; so, on x86-64 with GCC or Clang, the
 // kernel's functions carry a target attribute (they are compiled for AVX-512F whatever the build
 // targets) and available() asks the CPU at run time whether they may run (once; a build for an
-// AVX-512 CPU needs no question). Define GROVE_NN_NO_DISPATCH to leave them out: the products then
+// AVX-512 CPU needs no question). Define GROVE_NO_DISPATCH to leave them out: the products then
 // run Eigen's kernel everywhere.
 //
 // Why not Eigen's kernel there: Eigen 3.4's AVX-512 gebp kernel keeps a 48 x 4 block of C in 12
@@ -28,15 +28,15 @@
 // gives the same bits.
 //
 // The blocking and the packing buffers' sizes are defined everywhere, so that every workspace has
-// room for this kernel, including one reserved by code built with GROVE_NN_NO_DISPATCH.
+// room for this kernel, including one reserved by code built with GROVE_NO_DISPATCH.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <grove/detail/cpu.hpp>
 
-#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__) && \
-    !defined(GROVE_NN_NO_DISPATCH)
+// grove's one dispatch mechanism (grove/detail/cpu.hpp) decides; this kernel is for x86-64 only.
+#if GROVE_DETAIL_DISPATCH && defined(__x86_64__)
 #define GROVE_NN_SGEMM_AVX512 1
 #define GROVE_NN_TARGET_AVX512 __attribute__((target("avx512f")))
 #include <immintrin.h>
