@@ -116,6 +116,9 @@ set(_resume --epochs 2 --batch-size 16 --save ${_out}/resumed.safetensors)
 grove_train_mlp_hostile(resume_step_count EXIT 1
                         EXPECT "the optimizer's step count is 4611686018427387904, but 1 epochs of 4 steps make 4"
                         ARGS ${_resume} --resume ${_in}/steps.safetensors FORBID ${_no_epoch})
+grove_train_mlp_hostile(resume_adam_step_count EXIT 1
+                        EXPECT "the optimizer's step count is 3, but 1 epochs of 4 steps make 4"
+                        ARGS ${_resume} --resume ${_in}/adam-steps.safetensors FORBID ${_no_epoch})
 grove_train_mlp_hostile(resume_epoch_0 EXIT 1 EXPECT "the checkpoint is at epoch 0"
                         ARGS ${_resume} --resume ${_in}/epoch0.safetensors)
 grove_train_mlp_hostile(resume_history_overflow EXIT 1
@@ -123,6 +126,15 @@ grove_train_mlp_hostile(resume_history_overflow EXIT 1
                         ARGS ${_resume} --resume ${_in}/overflow.safetensors)
 grove_train_mlp_hostile(resume_good EXIT 0 EXPECT "resumed from .* after epoch 1"
                         ARGS ${_resume} --resume ${_in}/base.safetensors WATCH ${_in})
+grove_train_mlp_hostile(resume_other_optimizer EXIT 1
+                        EXPECT "--clip-norm: none in the checkpoint, 1 now"
+                        ARGS ${_resume} --clip-norm 1 --resume ${_in}/base.safetensors)
+# The optimizer flags together: a run that trains, whose first line says what it trains with.
+grove_train_mlp_hostile(optimizer_recipe EXIT 0
+                        EXPECT "adamw lr 0.001 cosine to 0, warmup 2 steps, weight decay 0.01, clip norm 1"
+                        ARGS --epochs 1 --batch-size 16 --optimizer adamw --weight-decay 0.01
+                             --clip-norm 1 --schedule cosine --warmup-steps 2
+                             --save ${_out}/recipe.safetensors)
 
 # --- damage --------------------------------------------------------------------------------------
 grove_train_mlp_hostile(save_onto_fifo EXIT 1 EXPECT "--save .*fifo: it is a special file"
@@ -149,6 +161,19 @@ grove_train_mlp_hostile(lr_nan EXIT 2 EXPECT "train_mlp: --lr: must be a finite 
 grove_train_mlp_hostile(lr_inf EXIT 2 EXPECT "--lr: must be a finite number" ARGS --lr inf)
 grove_train_mlp_hostile(lr_decay_nan EXIT 2 EXPECT "--lr-decay: must be a finite number"
                         ARGS --lr-decay nan)
+grove_train_mlp_hostile(weight_decay_nan EXIT 2 EXPECT "--weight-decay: must be a finite number"
+                        ARGS --optimizer adamw --weight-decay nan)
+grove_train_mlp_hostile(weight_decay_not_adamw EXIT 2
+                        EXPECT "--weight-decay applies to --optimizer adamw \\(got --optimizer adam\\)"
+                        ARGS --weight-decay 0.01)
+grove_train_mlp_hostile(clip_norm_zero EXIT 2 EXPECT "--clip-norm" ARGS --clip-norm 0)
+grove_train_mlp_hostile(schedule_unknown EXIT 2 EXPECT "--schedule" ARGS --schedule linear)
+grove_train_mlp_hostile(lr_decay_not_exponential EXIT 2
+                        EXPECT "--lr-decay applies to --schedule exponential \\(got --schedule cosine\\)"
+                        ARGS --schedule cosine --lr-decay 0.5)
+grove_train_mlp_hostile(warmup_beyond_run EXIT 2
+                        EXPECT "--warmup-steps 1000000 must be fewer than the run's [0-9]+ steps"
+                        FORBID ${_no_epoch} ARGS --schedule cosine --warmup-steps 1000000)
 grove_train_mlp_hostile(final_loss_nan EXIT 1
                         EXPECT "the test loss is (-?nan|-?inf) after epoch 1: the loss diverged"
                         FORBID "test loss -?nan|final test accuracy"

@@ -31,6 +31,7 @@
 #include <grove/io/checkpoint.hpp>
 #include <grove/io/idx.hpp>
 #include <grove/nn.hpp>
+#include <grove/optim.hpp>
 #include <grove/parallel.hpp>
 #include <grove/parallel/train.hpp>
 #include <optional>
@@ -54,6 +55,7 @@ extern "C" void openblas_set_num_threads(int);
 #include "progress.hpp"
 
 namespace nn = grove::nn;
+namespace optim = grove::optim;
 namespace io = grove::io;
 namespace par = grove::parallel;
 namespace fs = std::filesystem;
@@ -76,6 +78,10 @@ struct Options {
   double lr_decay = 0.9;
   bool standardize = true;
   std::string optimizer = "adam";
+  std::optional<double> weight_decay;  // adamw only; optax's default when not given
+  std::optional<double> clip_norm;
+  std::string schedule = "exponential";
+  std::int64_t warmup_steps = 0;
   std::uint64_t seed = 0;
   int threads = 0;
   int devices = 1;
@@ -85,7 +91,7 @@ struct Options {
 };
 
 double default_lr(const std::string& optimizer) {
-  if (optimizer == "adam") return 1e-3;
+  if (optimizer == "adam" || optimizer == "adamw") return 1e-3;
   if (optimizer == "momentum") return 0.03;
   return 0.3;  // sgd
 }
@@ -147,6 +153,10 @@ io::metadata run_settings(const Options& o, double lr) {
           {"train_mlp.optimizer", o.optimizer},
           {"train_mlp.lr", exact(lr)},
           {"train_mlp.lr_decay", exact(o.lr_decay)},
+          {"train_mlp.schedule", o.schedule},
+          {"train_mlp.warmup_steps", std::to_string(o.warmup_steps)},
+          {"train_mlp.weight_decay", o.weight_decay ? exact(*o.weight_decay) : "none"},
+          {"train_mlp.clip_norm", o.clip_norm ? exact(*o.clip_norm) : "none"},
           {"train_mlp.batch_size", std::to_string(o.batch_size)},
           {"train_mlp.seed", std::to_string(o.seed)},
           {"train_mlp.standardize", o.standardize ? "true" : "false"}};
@@ -323,12 +333,84 @@ float solo_step(const Model& model, const Opt& optimizer, State& state, Params& 
                         work);
 }
 
+// --- the optimizer -------------------------------------------------------------------------------
+
+// The learning rate of the run: --schedule after --warmup-steps of linear warmup from 0. The
+// defaults (exponential, no warmup) are the JAX walk-through's lr * decay^(step / steps_per_epoch).
+optim::Schedule make_schedule(const Options& o, double lr, double steps_per_epoch,
+                              std::int64_t total_steps) {
+  if (o.schedule == "cosine")
+    return optim::warmup_cosine_decay_schedule(0.0, lr, o.warmup_steps, total_steps, 0.0);
+  optim::Schedule main = o.schedule == "constant" || o.lr_decay == 1.0
+                             ? optim::constant_schedule(lr)
+                             : optim::exponential_decay(lr, steps_per_epoch, o.lr_decay);
+  if (o.warmup_steps == 0) return main;
+  return optim::join_schedules({optim::linear_schedule(0.0, lr, o.warmup_steps), std::move(main)},
+                               {o.warmup_steps});
+}
+
+// The first line's account of the optimizer, e.g. "adamw lr 0.001 cosine, warmup 500, weight decay
+// 0.0001, clip norm 1".
+std::string describe_optimizer(const Options& o, double lr) {
+  char text[160];
+  std::snprintf(text, sizeof text, "%s lr %g", o.optimizer.c_str(), lr);
+  std::string d = text;
+  if (o.schedule == "exponential" && o.lr_decay != 1.0) {
+    std::snprintf(text, sizeof text, " * %g^epoch", o.lr_decay);
+    d += text;
+  } else if (o.schedule == "cosine") {
+    d += " cosine to 0";
+  }
+  if (o.warmup_steps > 0) d += ", warmup " + std::to_string(o.warmup_steps) + " steps";
+  if (o.optimizer == "adamw") {
+    std::snprintf(text, sizeof text, ", weight decay %g", o.weight_decay.value_or(1e-4));
+    d += text;
+  }
+  if (o.clip_norm) {
+    std::snprintf(text, sizeof text, ", clip norm %g", *o.clip_norm);
+    d += text;
+  }
+  return d;
+}
+
+// Calls run(optimizer) with the grove::optim transformation the flags describe.
+template <class Run>
+int with_optimizer(const Options& o, const optim::Schedule& schedule, Run&& run) {
+  auto clipped = [&](auto tx) {
+    if (o.clip_norm) return run(optim::chain(optim::clip_by_global_norm(*o.clip_norm), tx));
+    return run(tx);
+  };
+  if (o.optimizer == "sgd") return clipped(optim::sgd(schedule));
+  if (o.optimizer == "momentum") return clipped(optim::sgd(schedule, 0.9));
+  if (o.optimizer == "adam") return clipped(optim::adam(schedule));
+  // Weight decay on the weight matrices only: biases and layer-norm parameters are vectors.
+  auto matrices = [](const auto& params) {
+    return grove::tree_map([](const auto& leaf) { return leaf.cols() > 1; }, params);
+  };
+  return clipped(
+      optim::adamw(schedule, 0.9, 0.999, 1e-8, 0.0, o.weight_decay.value_or(1e-4), matrices));
+}
+
+// Calls f(count) for every step count in an optimizer state: scale_by_learning_rate's (which every
+// optimizer above ends with) and those of transformations that count for themselves (adam's bias
+// correction), in the chains' tuples and the masked wrapper's inner state.
+template <class State, class F>
+void for_each_count(const State& state, F&& f) {
+  if constexpr (requires { std::tuple_size<State>::value; }) {
+    std::apply([&](const auto&... inner) { (for_each_count(inner, f), ...); }, state);
+  } else {
+    if constexpr (requires { state.count; }) f(static_cast<std::int64_t>(state.count));
+    if constexpr (requires { state.inner_state; }) for_each_count(state.inner_state, f);
+  }
+}
+
 // What resuming relies on, beyond the settings and the structure: train_mlp saves after each
 // epoch, so a checkpoint of its own is at an epoch in [1, --epochs], and its optimizer has taken
 // exactly that many epochs of steps (the learning-rate schedule and Adam's bias correction read
 // the count). A crafted file that says otherwise is refused, not trained from.
+template <class State>
 void check_resumed_state(const Options& o, Eigen::Index examples, std::int64_t epoch,
-                         std::int64_t count) {
+                         const State& state) {
   if (epoch < 1)
     throw io::format_error("train_mlp --resume", o.resume,
                            "the checkpoint is at epoch " + std::to_string(epoch) +
@@ -340,11 +422,13 @@ void check_resumed_state(const Options& o, Eigen::Index examples, std::int64_t e
                                 std::to_string(o.epochs));
   const Eigen::Index batch = std::min<Eigen::Index>(o.batch_size, examples);
   const std::int64_t steps = (examples + batch - 1) / batch;
-  if (count != epoch * steps)
-    throw io::format_error("train_mlp --resume", o.resume,
-                           "the optimizer's step count is " + std::to_string(count) + ", but " +
-                               std::to_string(epoch) + " epochs of " + std::to_string(steps) +
-                               " steps make " + std::to_string(epoch * steps));
+  for_each_count(state, [&](std::int64_t count) {
+    if (count != epoch * steps)
+      throw io::format_error("train_mlp --resume", o.resume,
+                             "the optimizer's step count is " + std::to_string(count) + ", but " +
+                                 std::to_string(epoch) + " epochs of " + std::to_string(steps) +
+                                 " steps make " + std::to_string(epoch * steps));
+  });
 }
 
 // Epochs start.epochs_done + 1 .. --epochs on this device. Returns the exit status (the same on
@@ -472,7 +556,7 @@ int train(const Setup& setup, const Opt& optimizer, const Placement& where) {
       throw io::format_error(
           "train_mlp --resume", o.resume,
           "its random key is not the one --seed " + std::to_string(o.seed) + " gives");
-    check_resumed_state(o, setup.data.train.size(), saved.epoch, saved.opt_state.count);
+    check_resumed_state(o, setup.data.train.size(), saved.epoch, saved.opt_state);
     const auto it = meta.find(kHistoryKey);
     start.history = parse_history(o.resume, it == meta.end() ? "" : it->second, saved.epoch);
     start.params = std::move(saved.params);
@@ -595,6 +679,15 @@ std::string resource_problem(const Options& o) {
   return {};
 }
 
+// Flags of the optimizer that only apply to some settings. Returns what is wrong.
+std::string optimizer_problem(const Options& o, bool lr_decay_given) {
+  if (o.weight_decay && o.optimizer != "adamw")
+    return "--weight-decay applies to --optimizer adamw (got --optimizer " + o.optimizer + ")";
+  if (lr_decay_given && o.schedule != "exponential")
+    return "--lr-decay applies to --schedule exponential (got --schedule " + o.schedule + ")";
+  return {};
+}
+
 // Why --data cannot be the dataset directory, or an empty string.
 std::string data_directory_problem(const std::string& dir) {
   std::error_code ec;
@@ -688,6 +781,10 @@ std::vector<std::pair<std::string, std::string>> shared_settings(
           {"--lr", exact(lr)},
           {"--lr-decay", exact(o.lr_decay)},
           {"--optimizer", o.optimizer},
+          {"--schedule", o.schedule},
+          {"--warmup-steps", std::to_string(o.warmup_steps)},
+          {"--weight-decay", o.weight_decay ? exact(*o.weight_decay) : "none"},
+          {"--clip-norm", o.clip_norm ? exact(*o.clip_norm) : "none"},
           {"--standardize", o.standardize ? "yes" : "no (--no-standardize)"},
           {"--layers", layers_text(o.layers)},
           {"--activation", o.activation},
@@ -823,8 +920,29 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--optimizer", o.optimizer,
-                 "sgd, momentum (0.9, as optax.sgd(lr, momentum=0.9)) or adam")
-      ->check(CLI::IsMember({"sgd", "momentum", "adam"}))
+                 "sgd, momentum (0.9, as optax.sgd(lr, momentum=0.9)), adam or adamw (decoupled "
+                 "weight decay on the weight matrices, not on biases or layer-norm parameters)")
+      ->check(CLI::IsMember({"sgd", "momentum", "adam", "adamw"}))
+      ->capture_default_str();
+  app.add_option("--weight-decay", o.weight_decay,
+                 "adamw's weight decay [default: 0.0001, optax's]")
+      ->check(finite_number())
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--clip-norm", o.clip_norm,
+                 "Clip the gradients to this global norm before the optimizer "
+                 "(optax.clip_by_global_norm) [default: no clipping]")
+      ->check(finite_number())
+      ->check(CLI::PositiveNumber);
+  app.add_option("--schedule", o.schedule,
+                 "Learning-rate schedule: exponential (lr * --lr-decay^epoch), cosine "
+                 "(optax.warmup_cosine_decay_schedule from lr to 0 over the whole run) or "
+                 "constant")
+      ->check(CLI::IsMember({"exponential", "cosine", "constant"}))
+      ->capture_default_str();
+  app.add_option("--warmup-steps", o.warmup_steps,
+                 "Steps of linear warmup from 0 to lr before the schedule (counted in the "
+                 "schedule's steps for cosine, as optax does)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--lr", o.lr,
                  "Initial learning rate [default: adam 0.001, momentum 0.03, sgd 0.3]")
@@ -884,6 +1002,8 @@ int main(int argc, char** argv) {
   if (const auto problem = parse_layers(layers_flag, o.layers); !problem.empty())
     return fail("%s\n", problem.c_str());
   if (const auto problem = resource_problem(o); !problem.empty())
+    return fail("%s\n", problem.c_str());
+  if (const auto problem = optimizer_problem(o, app.count("--lr-decay") > 0); !problem.empty())
     return fail("%s\n", problem.c_str());
   if (o.layers.size() < 2 || o.layers.front() != 784 || o.layers.back() != 10)
     return fail("--layers must start with 784 (the pixels) and end with 10 (the classes), got %s\n",
@@ -1000,15 +1120,14 @@ int main(int argc, char** argv) {
 
   const double lr = o.lr.value_or(default_lr(o.optimizer));
   const double steps_per_epoch = std::ceil(static_cast<double>(data.train.size()) / o.batch_size);
-  const nn::Schedule schedule =
-      o.lr_decay == 1.0 ? nn::Schedule(lr) : nn::exponential_decay(lr, steps_per_epoch, o.lr_decay);
-  char text[128];
-  std::snprintf(text, sizeof text, "%s lr %g", o.optimizer.c_str(), lr);
-  std::string description = text;
-  if (o.lr_decay != 1.0) {
-    std::snprintf(text, sizeof text, " * %g^epoch", o.lr_decay);
-    description += text;
-  }
+  const auto total_steps = static_cast<std::int64_t>(steps_per_epoch) * o.epochs;
+  if (o.schedule == "cosine" && o.warmup_steps >= total_steps)
+    return fail(
+        "--warmup-steps %lld must be fewer than the run's %lld steps for --schedule "
+        "cosine\n",
+        static_cast<long long>(o.warmup_steps), static_cast<long long>(total_steps));
+  const optim::Schedule schedule = make_schedule(o, lr, steps_per_epoch, total_steps);
+  const std::string description = describe_optimizer(o, lr);
   const auto [init_key, data_key] = grove::random::split(grove::random::key(o.seed));
   const Model model = build_model(o);
   // Open MPI hands its ranks a pseudo-terminal as stdout, whatever mpirun's own stdout is: under
@@ -1033,9 +1152,8 @@ int main(int argc, char** argv) {
   }
 #endif
   try {
-    if (o.optimizer == "sgd") return train(setup, nn::sgd(schedule), where);
-    if (o.optimizer == "momentum") return train(setup, nn::momentum(schedule, 0.9), where);
-    return train(setup, nn::adam(schedule), where);
+    return with_optimizer(o, schedule,
+                          [&](const auto& optimizer) { return train(setup, optimizer, where); });
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train_mlp: %s\n", e.what());
 #if defined(GROVE_TRAIN_MLP_MPI)

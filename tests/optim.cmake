@@ -1,6 +1,6 @@
 # grove::optim (grove/optim.hpp): schedules and transformations against optax's formulas
-# evaluated in the tests, wrappers, the optimizers, errors; agreement with grove::nn's
-# optimizers; a separate executable that counts heap allocations in steps (it replaces malloc and
+# evaluated in the tests, wrappers, the optimizers, errors; thread-count independence on the
+# MLP's parameters; a separate executable that counts heap allocations in steps (it replaces malloc and
 # operator new); torch.optim's numbers (a Python script, skipped without PyTorch); and the
 # program of docs/optim.md, compiled, run and its output compared.
 #

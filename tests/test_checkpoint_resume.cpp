@@ -97,6 +97,15 @@ TEST_CASE("checkpoint resume: an interrupted run resumed from its checkpoint is 
   check_resume(nn::sgd(nn::exponential_decay(0.1, steps_per_epoch, 0.9)), "sgd");
   check_resume(nn::momentum(0.05, 0.9), "momentum");
   check_resume(nn::adam(1e-2), "adam");
+  // train_mlp's recipe: clipping, then adamw with the decay masked to the weight matrices.
+  auto matrices = [](const Params& p) {
+    return grove::tree_map([](const auto& leaf) { return leaf.cols() > 1; }, p);
+  };
+  check_resume(grove::optim::chain(
+                   grove::optim::clip_by_global_norm(1.0),
+                   grove::optim::adamw(grove::optim::warmup_cosine_decay_schedule(0.0, 1e-2, 3, 25),
+                                       0.9, 0.999, 1e-8, 0.0, 0.01, matrices)),
+               "clipped adamw");
 }
 
 TEST_CASE(
@@ -115,9 +124,9 @@ TEST_CASE(
     io::load_into(file, target);
     FAIL("accepted");
   } catch (const io::format_error& e) {
-    CHECK_THAT(
-        e.problem(),
-        Catch::Contains("tensor \"opt_state/mu/0/w\" (key path .opt_state.mu[0].w) is missing"));
+    CHECK_THAT(e.problem(),
+               Catch::Contains(
+                   "tensor \"opt_state/0/mu/0/w\" (key path .opt_state[0].mu[0].w) is missing"));
   }
   CHECK(target.epoch == 0);
 }

@@ -359,8 +359,29 @@ TEST_CASE("The classic MLP via sequential: today's loss, gradients and sgd_step"
           nn::train_step(classic_model, b, X, y, nn::softmax_cross_entropy, opt, state, sws);
       CHECK(la == lb);
     }
-    CHECK(state.count == 3);
+    CHECK(std::get<0>(state).count == 3);
     CHECK(std::get<2>(b).w == a[1].w);
+    // The fused step reads the schedule at the state's count and the chain's sign: a scheduled
+    // sgd, and a step size of +lr (gradient ascent), each as value_and_grad + the optimizer's step.
+    const auto schedule = grove::optim::exponential_decay(0.2, 1, 0.5);
+    for (const auto& tx : {grove::optim::sgd(schedule),
+                           grove::optim::chain(grove::optim::scale_by_learning_rate(0.1, false))}) {
+      auto fused = params;
+      auto separate = params;
+      auto s_fused = tx.init(fused);
+      auto s_separate = tx.init(separate);
+      nn::StepWorkspace<decltype(fused)> fws;
+      for (int step = 0; step < 3; ++step) {
+        nn::train_step(classic_model, fused, X, y, nn::softmax_cross_entropy, tx, s_fused, fws);
+        const auto [l, g] =
+            nn::value_and_grad(classic_model, separate, X, y, nn::softmax_cross_entropy);
+        tx.step(separate, g, s_separate);
+      }
+      CHECK(std::get<0>(s_fused).count == 3);
+      CHECK(std::get<0>(fused).w.isApprox(std::get<0>(separate).w, 1e-5f));
+      CHECK(std::get<4>(fused).b.isApprox(std::get<4>(separate).b, 1e-5f));
+      CHECK_FALSE(std::get<0>(fused).w.isApprox(std::get<0>(params).w, 1e-3f));
+    }
     auto adam = nn::adam(1e-2);
     auto sa = adam.init(a);
     auto sb = adam.init(b);

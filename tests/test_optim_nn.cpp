@@ -1,6 +1,5 @@
-// grove::optim reproduces grove::nn's optimizers on the MLP's parameters (the swap of nn's
-// optimizers to grove::optim keeps training runs' numbers), and its global norm does not depend on
-// the thread count.
+// grove::optim on the MLP's parameters: its global norm and a clipped step do not depend on the
+// thread count, and README's optimizer snippet.
 #include <catch2/catch.hpp>
 
 #include <Eigen/Core>
@@ -42,61 +41,7 @@ double max_ulps(const Params& a, const Params& b) {
   }
   return worst;
 }
-
-// Runs both optimizers' steps for 6 steps and returns the parameters of each.
-template <class A, class B>
-std::pair<Params, Params> both(const A& ours, const B& theirs, int threads) {
-  nn_test::ThreadCount scope(threads);
-  Params a = start(), b = start();
-  auto sa = ours.init(a);
-  auto sb = theirs.init(b);
-  for (int t = 0; t < 6; ++t) {
-    const Params g = grads_at(t);
-    ours.step(a, g, sa);
-    theirs.step(b, g, sb);
-  }
-  return {a, b};
-}
 }  // namespace
-
-TEST_CASE("optim::sgd, sgd with momentum and adam step as nn's do", "[optim][nn]") {
-  // The same operations in the same order per element: equal up to the one rounding a fused
-  // multiply-add in nn's step may save (nn adds -lr * x to the parameter in one expression, grove
-  // after its chain has produced the update).
-  for (const int threads : {1, 2}) {
-    INFO("threads " << threads);
-    {
-      auto [a, b] = both(optim::sgd(optim::exponential_decay(0.1, 3, 0.5)),
-                         nn::sgd(nn::exponential_decay(0.1, 3, 0.5)), threads);
-      CHECK(max_ulps(a, b) <= 2);
-    }
-    for (const bool nesterov : {false, true}) {
-      auto [a, b] =
-          both(optim::sgd(0.05, 0.9, nesterov), nn::momentum(0.05, 0.9, nesterov), threads);
-      CHECK(max_ulps(a, b) <= 2);
-    }
-    {
-      auto [a, b] = both(optim::adam(1e-3), nn::adam(1e-3), threads);
-      CHECK(max_ulps(a, b) <= 2);
-    }
-  }
-  // And the pure updates, which nn computes without that fusion: bit for bit.
-  const auto ours = optim::adam(1e-3);
-  const auto theirs = nn::adam(1e-3);
-  Params p = start();
-  auto so = ours.init(p);
-  auto st = theirs.init(p);
-  for (int t = 0; t < 3; ++t) {
-    const Params g = grads_at(t);
-    auto [u, next] = ours.update(g, so, p);
-    auto [v, next2] = theirs.update(g, st, p);
-    CHECK(max_ulps(u, v) == 0);
-    so = std::move(next);
-    st = std::move(next2);
-  }
-  CHECK(grove::ravel(std::get<0>(so).mu).first == grove::ravel(st.mu).first);
-  CHECK(grove::ravel(std::get<0>(so).nu).first == grove::ravel(st.nu).first);
-}
 
 TEST_CASE("global_norm and a clipped step are the same for every thread count", "[optim][nn]") {
   const Params g = grads_at(2);

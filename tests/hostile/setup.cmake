@@ -19,8 +19,11 @@ file(COPY ${in}/good DESTINATION ${WORK_DIR})
 file(COPY ${in}/good-gz DESTINATION ${WORK_DIR})
 run(${TRAIN} --data ${in}/good --epochs 1 --batch-size 16 --layers 784,16,10 --threads 1
     --save ${in}/base.safetensors)
-run(${INPUTS} set-scalar ${in}/base.safetensors ${in}/steps.safetensors opt_state/count
+# adam's state is (scale_by_adam's {count, mu, nu}, scale_by_learning_rate's {count}): one file
+# for each count.
+run(${INPUTS} set-scalar ${in}/base.safetensors ${in}/steps.safetensors opt_state/1/count
     4611686018427387904)
+run(${INPUTS} set-scalar ${in}/base.safetensors ${in}/adam-steps.safetensors opt_state/0/count 3)
 run(${INPUTS} set-scalar ${in}/base.safetensors ${in}/epoch0.safetensors epoch 0)
 run(${INPUTS} set-metadata ${in}/base.safetensors ${in}/overflow.safetensors train_mlp.history
     "99999999999,1,1,0.5\n")

@@ -26,6 +26,7 @@
 #include <limits>
 #include <span>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <variant>
@@ -434,14 +435,17 @@ typename DX::Scalar train_step(const M& m, P& params, const Eigen::MatrixBase<DX
                                StepWorkspace<P, typename DX::Scalar>& ws) {
   using T = typename DX::Scalar;
   const detail::BatchRef<T> x(X.derived());
-  if constexpr (std::is_same_v<Opt, Sgd> && std::is_same_v<State, SgdState>) {
-    // The seam where the optimizer meets the engine: plain SGD is fused into the backward pass.
+  if constexpr (std::is_same_v<Opt, optim::Chain<optim::ScaleBySchedule>> &&
+                std::is_same_v<State, std::tuple<optim::ScaleByScheduleState>>) {
+    // The seam where the optimizer meets the engine: plain SGD (optim::sgd, a chain of one
+    // scale_by_learning_rate, whose step size is -learning_rate) is fused into the backward pass.
     bool fused = false;
-    const T lr = static_cast<T>(opt.learning_rate()(state.count));
+    auto& count = std::get<0>(state).count;
+    const T lr = static_cast<T>(-std::get<0>(opt.transformations()).schedule()(count));
     const T value = detail::pass<T>("train_step", m, params, x, Y, loss_fn, key,
                                     static_cast<P*>(nullptr), nullptr, ws.ws, lr, &fused);
     if (fused) {
-      ++state.count;
+      ++count;
       return value;
     }
   }
