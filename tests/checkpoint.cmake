@@ -56,7 +56,7 @@ else()
 endif()
 
 # --- the program of docs/checkpoint.md: compiled, run, and its output compared -------------------
-grove_doc_program(TARGET checkpoint_snippet TEST checkpoint_readme_snippet DOC docs/checkpoint.md
+grove_doc_program(TARGET checkpoint_snippet TEST docs_checkpoint_program_output DOC docs/checkpoint.md
                   LIBRARIES nlohmann_json::nlohmann_json)
 
 # --- libFuzzer (optional): cmake -DCMAKE_CXX_COMPILER=clang++ -DGROVE_FUZZ=ON ----------------------

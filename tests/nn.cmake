@@ -29,4 +29,4 @@ foreach(_grove_nn_test IN ITEMS test_nn_gemm test_nn_gemm_eigen)
 endforeach()
 
 # --- the program of docs/nn.md: compiled, run, and its output compared ---------------------------
-grove_doc_program(TARGET nn_snippet TEST nn_readme_snippet DOC docs/nn.md)
+grove_doc_program(TARGET nn_snippet TEST docs_nn_program_output DOC docs/nn.md)

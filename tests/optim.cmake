@@ -43,7 +43,7 @@ else()
 endif()
 
 # --- the program of docs/optim.md: compiled, run, and its output compared ------------------------
-grove_doc_program(TARGET optim_snippet TEST optim_readme_snippet DOC docs/optim.md)
+grove_doc_program(TARGET optim_snippet TEST docs_optim_program_output DOC docs/optim.md)
 
 # --- optimizer states in checkpoints (grove/io/checkpoint.hpp needs nlohmann-json) --------------
 if(TARGET grove::checkpoint)

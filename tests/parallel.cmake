@@ -66,9 +66,9 @@ grove_parallel_target(parallel_snippet)
 if(TARGET grove_sanitize)
   target_link_libraries(parallel_snippet PRIVATE grove_sanitize)
 endif()
-add_test(NAME parallel_readme_snippet
+add_test(NAME docs_parallel_program_output
          COMMAND ${CMAKE_COMMAND} -DDOC=${PROJECT_SOURCE_DIR}/docs/parallel.md
                  -DSOURCE=${CMAKE_CURRENT_SOURCE_DIR}/parallel_snippet.cpp
                  -DPROGRAM=$<TARGET_FILE:parallel_snippet>
                  -P ${CMAKE_CURRENT_SOURCE_DIR}/parallel_docs.cmake)
-set_tests_properties(parallel_readme_snippet PROPERTIES TIMEOUT 120 ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE")
+set_tests_properties(docs_parallel_program_output PROPERTIES TIMEOUT 120 ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE")

@@ -70,6 +70,28 @@ TEST_CASE("shapes of MLP params, as in the JAX walk-through", "[tree][eigen]") {
   static_assert(std::is_same_v<decltype(as_double), std::vector<mlp::Dense<double>>>);
 }
 
+namespace size_check {
+template <class T>
+concept has_grove_size = requires(const T& t) {
+  grove::size(t);
+};
+// A user's unqualified call with both namespaces' names in scope: std::size, not an ambiguity.
+using namespace grove;
+using namespace std;
+inline std::size_t unqualified(const vector<int>& v) {
+  return size(v);
+}
+}  // namespace size_check
+
+TEST_CASE("grove::size takes leaves only and leaves std::size alone", "[tree][eigen]") {
+  STATIC_REQUIRE(size_check::has_grove_size<Eigen::MatrixXf>);
+  STATIC_REQUIRE(size_check::has_grove_size<double>);
+  STATIC_REQUIRE_FALSE(size_check::has_grove_size<std::vector<int>>);
+  STATIC_REQUIRE_FALSE(size_check::has_grove_size<std::string>);
+  CHECK(size_check::unqualified(std::vector<int>(3)) == 3);
+  CHECK(grove::size(Eigen::MatrixXf(2, 3)) == 6);
+}
+
 TEST_CASE("ravel and unravel round-trip in leaf order", "[tree][eigen][ravel]") {
   std::map<std::string, std::tuple<Eigen::MatrixXd, double, Eigen::Vector3d>> tree;
   Eigen::MatrixXd m(2, 2);

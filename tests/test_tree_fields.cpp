@@ -452,7 +452,7 @@ TEST_CASE("tree_reduce without an initializer starts from the first leaf", "[tre
   const std::vector<std::tuple<int, int>> pairs{{1, 2}, {3, 4}};
   const auto first_pair = grove::tree_reduce(
       [](const std::tuple<int, int>& a, const std::tuple<int, int>&) { return a; }, pairs,
-      grove::is_leaf([](const std::tuple<int, int>&) { return std::true_type{}; }));
+      grove::treat_as_leaf([](const std::tuple<int, int>&) { return std::true_type{}; }));
   CHECK(first_pair == std::tuple<int, int>{1, 2});
   // An empty tree: JAX raises TypeError (reduce of an empty iterable with no initial value).
   CHECK_THROWS_AS(grove::tree_reduce([](int a, int b) { return a + b; }, std::vector<int>{}),

@@ -153,15 +153,15 @@ TEST_CASE("is_leaf stops the descent", "[tree][is_leaf]") {
   std::vector<std::tuple<int, int>> tree{{1, 2}, {3, 4}};
   // Compile-time: every pair is a leaf.
   auto pairs = grove::tree_leaves(
-      tree, grove::is_leaf([](const std::tuple<int, int>&) { return std::true_type{}; }));
+      tree, grove::treat_as_leaf([](const std::tuple<int, int>&) { return std::true_type{}; }));
   static_assert(std::is_same_v<decltype(pairs)::value_type, std::tuple<int, int>*>);
   CHECK(pairs.size() == 2);
   auto def = grove::tree_structure(
-      tree, grove::is_leaf([](const std::tuple<int, int>&) { return std::true_type{}; }));
+      tree, grove::treat_as_leaf([](const std::tuple<int, int>&) { return std::true_type{}; }));
   CHECK(def.str() == "PyTreeDef([*, *])");
   // Run time: only the pairs whose first element is 1.
   auto first_is_one =
-      grove::is_leaf([](const std::tuple<int, int>& t) { return std::get<0>(t) == 1; });
+      grove::treat_as_leaf([](const std::tuple<int, int>& t) { return std::get<0>(t) == 1; });
   CHECK(grove::tree_structure(tree, first_is_one).str() == "PyTreeDef([*, (*, *)])");
   auto swapped = grove::tree_map(
       [](const auto& x) {

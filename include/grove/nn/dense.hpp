@@ -145,8 +145,10 @@ requires std::integral<std::ranges::range_value_t<R>> &&
 
 /// Which fan the variance is divided by (jax.nn.initializers.variance_scaling's `mode`).
 enum class FanMode : std::uint8_t { fan_in, fan_out, fan_avg };
-/// The distribution drawn from (variance_scaling's `distribution`).
-enum class Distribution : std::uint8_t { truncated_normal, normal, uniform };
+/// The distribution an initializer draws from (variance_scaling's `distribution`).
+enum class InitDistribution : std::uint8_t { truncated_normal, normal, uniform };
+/// The former name of InitDistribution.
+using Distribution [[deprecated("grove: use grove::nn::InitDistribution")]] = InitDistribution;
 
 /// jax.nn.initializers.variance_scaling(scale, mode, distribution) for a dense layer's weight of
 /// shape (out, in), i.e. with JAX's in_axis=-1, out_axis=-2: fan_in = in = cols, fan_out = out =
@@ -161,7 +163,7 @@ template <class T>
 struct VarianceScaling {
   double scale = 1.0;
   FanMode mode = FanMode::fan_in;
-  Distribution distribution = Distribution::truncated_normal;
+  InitDistribution distribution = InitDistribution::truncated_normal;
 
   Matrix<T> sample(const random::Key& key, Index rows, Index cols) const {
     detail::require_real<T>();
@@ -179,18 +181,18 @@ struct VarianceScaling {
     const T variance =
         static_cast<T>(scale / denominator);  // jnp.array(scale / denominator, dtype)
     switch (distribution) {
-      case Distribution::truncated_normal: {
+      case InitDistribution::truncated_normal: {
         const T stddev = std::sqrt(variance) / static_cast<T>(.87962566103423978);
         Matrix<T> w = random::truncated_normal<T>(key, T(-2), T(2), rows, cols);
         w *= stddev;
         return w;
       }
-      case Distribution::normal: {
+      case InitDistribution::normal: {
         Matrix<T> w = random::normal<T>(key, rows, cols);
         w *= std::sqrt(variance);
         return w;
       }
-      case Distribution::uniform: {
+      case InitDistribution::uniform: {
         Matrix<T> w = random::uniform<T>(key, rows, cols, T(-1), T(1));
         w *= std::sqrt(T(3) * variance);
         return w;
@@ -221,11 +223,11 @@ VarianceScaling<T> variance_scaling(double scale, std::string_view mode,
     detail::fail("variance_scaling",
                  "mode must be fan_in, fan_out or fan_avg, got '" + std::string(mode) + "'");
   if (distribution == "truncated_normal")
-    v.distribution = Distribution::truncated_normal;
+    v.distribution = InitDistribution::truncated_normal;
   else if (distribution == "normal" || distribution == "untruncated_normal")
-    v.distribution = Distribution::normal;
+    v.distribution = InitDistribution::normal;
   else if (distribution == "uniform")
-    v.distribution = Distribution::uniform;
+    v.distribution = InitDistribution::uniform;
   else
     detail::fail("variance_scaling",
                  "distribution must be truncated_normal, normal or uniform, got '" +
@@ -239,23 +241,25 @@ VarianceScaling<T> variance_scaling(double scale, std::string_view mode,
 /// truncated_normal).
 template <class T>
 inline constexpr VarianceScaling<T> glorot_normal{1.0, FanMode::fan_avg,
-                                                  Distribution::truncated_normal};
+                                                  InitDistribution::truncated_normal};
 /// jax.nn.initializers.glorot_uniform (= xavier_uniform): variance_scaling(1, fan_avg, uniform).
 template <class T>
-inline constexpr VarianceScaling<T> glorot_uniform{1.0, FanMode::fan_avg, Distribution::uniform};
+inline constexpr VarianceScaling<T> glorot_uniform{1.0, FanMode::fan_avg,
+                                                   InitDistribution::uniform};
 /// jax.nn.initializers.he_normal (= kaiming_normal): variance_scaling(2, fan_in, truncated_normal).
 template <class T>
-inline constexpr VarianceScaling<T> he_normal{2.0, FanMode::fan_in, Distribution::truncated_normal};
+inline constexpr VarianceScaling<T> he_normal{2.0, FanMode::fan_in,
+                                              InitDistribution::truncated_normal};
 /// jax.nn.initializers.he_uniform (= kaiming_uniform): variance_scaling(2, fan_in, uniform).
 template <class T>
-inline constexpr VarianceScaling<T> he_uniform{2.0, FanMode::fan_in, Distribution::uniform};
+inline constexpr VarianceScaling<T> he_uniform{2.0, FanMode::fan_in, InitDistribution::uniform};
 /// jax.nn.initializers.lecun_normal: variance_scaling(1, fan_in, truncated_normal).
 template <class T>
 inline constexpr VarianceScaling<T> lecun_normal{1.0, FanMode::fan_in,
-                                                 Distribution::truncated_normal};
+                                                 InitDistribution::truncated_normal};
 /// jax.nn.initializers.lecun_uniform: variance_scaling(1, fan_in, uniform).
 template <class T>
-inline constexpr VarianceScaling<T> lecun_uniform{1.0, FanMode::fan_in, Distribution::uniform};
+inline constexpr VarianceScaling<T> lecun_uniform{1.0, FanMode::fan_in, InitDistribution::uniform};
 
 /// An MLP whose weights come from a variance-scaling initializer and whose biases are zero (the
 /// default of flax's Dense). Layer i uses split(key, sizes.size() - 1)[i] as the scale version

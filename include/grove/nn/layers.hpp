@@ -167,7 +167,7 @@ struct DenseLayer {
   Index in = 0, out = 0;
   double scale = 1.0;  ///< the initializer's (jax.nn.initializers.variance_scaling)
   FanMode mode = FanMode::fan_in;
-  Distribution distribution = Distribution::truncated_normal;
+  InitDistribution distribution = InitDistribution::truncated_normal;
 
   std::string name() const {
     return "Dense(" + std::to_string(in) + ", " + std::to_string(out) + ")";

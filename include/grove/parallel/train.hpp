@@ -21,10 +21,10 @@
 #include <cstddef>
 #include <limits>
 #include <span>
-#include <stdexcept>
 #include <string>
 #include <type_traits>
 
+#include "grove/error.hpp"
 #include "grove/nn.hpp"
 #include "grove/parallel/collectives.hpp"
 #include "grove/parallel/communicator.hpp"
@@ -43,15 +43,15 @@ struct Shard {
 /// devices take one more; pmap itself requires batch % size == 0).
 inline Shard shard(Eigen::Index batch, int rank, int size) {
   if (size < 1 || rank < 0 || rank >= size || batch < 0)
-    throw std::invalid_argument("grove::parallel::shard: rank " + std::to_string(rank) + " of " +
-                                std::to_string(size) + " devices and a batch of " +
-                                std::to_string(batch) + " examples make no shard");
+    throw argument_error("grove::parallel::shard: rank " + std::to_string(rank) + " of " +
+                         std::to_string(size) + " devices and a batch of " + std::to_string(batch) +
+                         " examples make no shard");
   const Eigen::Index q = batch / size, r = batch % size;
   return {rank * q + std::min<Eigen::Index>(rank, r), q + (rank < r ? 1 : 0)};
 }
 
 /// This device's shard of a batch of `batch` examples.
-template <communicator C>
+template <device_group C>
 Shard shard(Eigen::Index batch, const C& comm) {
   return shard(batch, static_cast<int>(comm.rank()), static_cast<int>(comm.size()));
 }
@@ -75,12 +75,45 @@ auto shard_targets(const Eigen::DenseBase<DY>& Y, const Shard& s) {
   else if constexpr (std::is_integral_v<typename DY::Scalar>) {
     // A dynamic matrix of labels: a column or a row of them.
     if (Y.cols() != 1 && Y.rows() != 1)
-      throw std::invalid_argument("grove::parallel::train_step: integer labels must be a vector");
+      throw shape_error("grove::parallel::train_step: integer labels must be a vector");
     return Y.cols() == 1 ? Y.derived().block(s.begin, 0, s.size, 1)
                          : Y.derived().block(0, s.begin, 1, s.size);
   } else {
     return Y.derived().middleCols(s.begin, s.size);
   }
+}
+
+// A shard of n examples must be counted exactly in T, the scalar the shard sizes are summed in.
+template <class T>
+void check_shard_size(Eigen::Index n) {
+  if (static_cast<double>(n) > static_cast<double>(1ull << std::numeric_limits<T>::digits))
+    throw argument_error("grove::parallel::train_step: a shard of " + std::to_string(n) +
+                         " examples is too large to be counted exactly in its scalar type");
+}
+
+// The devices' part of a step, after this device's value_and_grad on its n examples (grads in
+// ws.grads, `value` their mean loss): check that every device has the same structure, sum the
+// size-weighted gradients, sizes and losses in one allreduce, divide by the total number of
+// examples, then opt.step. Returns the mean loss over all the devices' examples.
+template <class T, class P, class Opt, class State, device_group C, class Grads>
+T reduce_and_step(C& comm, P& params, Grads& grads, Eigen::Index n, T value, const Opt& opt,
+                  State& state) {
+  return with_staging(comm, [&](Staging& staging) {
+    agree(comm, "train_step", op::train_step, 0, moves_of(staging), std::as_const(params),
+          bytes_of(params));
+    T header[2] = {static_cast<T>(n), value * static_cast<T>(n)};
+    T total_loss = T(0);
+    reduce_leaves<T>(
+        comm, staging, grads, static_cast<T>(n), std::span<T>(header),
+        [&](std::span<const T> sums) {
+          if (!(sums[0] > T(0)))
+            throw argument_error("grove::parallel::train_step: every device's shard is empty");
+          total_loss = sums[1] / sums[0];
+          return sums[0];
+        });
+    opt.step(params, grads, state);
+    return total_loss;
+  });
 }
 
 }  // namespace detail
@@ -93,7 +126,7 @@ auto shard_targets(const Eigen::DenseBase<DY>& Y, const Shard& s) {
 /// device. Returns the mean loss over all the devices' examples (before the update). Every device
 /// must call it, with params of the same structure and shapes (checked first, as for psum). On a
 /// single device it is exactly value_and_grad_into followed by opt.step.
-template <nn::network P, class DX, class DY, class Opt, class State, communicator C,
+template <nn::network P, class DX, class DY, class Opt, class State, device_group C,
           nn::activation Act = nn::Swish>
 requires requires(const Opt& o, P& p, State& s) {
   o.step(p, p, s);
@@ -104,13 +137,10 @@ nn::network_scalar_t<P> train_step_on_shard(P& params, const Eigen::MatrixBase<D
                                             const Act& act = {}) {
   using T = nn::network_scalar_t<P>;
   const Eigen::Index n = X.cols();
-  if (static_cast<double>(n) > static_cast<double>(1ull << std::numeric_limits<T>::digits))
-    throw std::invalid_argument("grove::parallel::train_step: a shard of " + std::to_string(n) +
-                                " examples is too large to be counted exactly in its scalar type");
+  detail::check_shard_size<T>(n);
   if (comm.size() == 1) {
     // One device: exactly the single-process step (nothing to combine).
-    if (n == 0)
-      throw std::invalid_argument("grove::parallel::train_step: every device's shard is empty");
+    if (n == 0) throw argument_error("grove::parallel::train_step: every device's shard is empty");
     const T loss = nn::value_and_grad_into(params, X, Y, ws.grads, ws.ws, act);
     opt.step(params, ws.grads, state);
     return loss;
@@ -123,29 +153,13 @@ nn::network_scalar_t<P> train_step_on_shard(P& params, const Eigen::MatrixBase<D
     // scales them by this shard's size, 0, as zeros rather than 0 * x).
     nn::detail::engine<T>::prepare_grads(ws.grads, params);
   }
-  return detail::with_staging(comm, [&](Staging& staging) {
-    detail::agree(comm, "train_step", detail::op::train_step, 0, detail::moves_of(staging),
-                  std::as_const(params), detail::bytes_of(params));
-    T header[2] = {static_cast<T>(n), loss * static_cast<T>(n)};
-    T total_loss = T(0);
-    detail::reduce_leaves<T>(comm, staging, ws.grads, static_cast<T>(n), std::span<T>(header),
-                             [&](std::span<const T> sums) {
-                               if (!(sums[0] > T(0)))
-                                 throw std::invalid_argument(
-                                     "grove::parallel::train_step: every device's shard is "
-                                     "empty");
-                               total_loss = sums[1] / sums[0];
-                               return sums[0];
-                             });
-    opt.step(params, ws.grads, state);
-    return total_loss;
-  });
+  return detail::reduce_and_step(comm, params, ws.grads, n, loss, opt, state);
 }
 
 /// One data-parallel step on a batch that every device holds whole (X: features x batch, Y: its
 /// labels or targets): this device takes its shard(X.cols(), comm) of the columns and runs
 /// train_step_on_shard. Returns the mean loss over the whole batch.
-template <nn::network P, class DX, class DY, class Opt, class State, communicator C,
+template <nn::network P, class DX, class DY, class Opt, class State, device_group C,
           nn::activation Act = nn::Swish>
 requires requires(const Opt& o, P& p, State& s) {
   o.step(p, p, s);
@@ -155,9 +169,8 @@ nn::network_scalar_t<P> train_step(P& params, const Eigen::MatrixBase<DX>& X,
                                    C& comm, StepWorkspace<P>& ws, const Act& act = {}) {
   const Eigen::Index labels = std::is_integral_v<typename DY::Scalar> ? Y.size() : Y.cols();
   if (labels != X.cols())
-    throw std::invalid_argument("grove::parallel::train_step: got " + std::to_string(labels) +
-                                " targets for a batch of " + std::to_string(X.cols()) +
-                                " examples");
+    throw shape_error("grove::parallel::train_step: got " + std::to_string(labels) +
+                      " targets for a batch of " + std::to_string(X.cols()) + " examples");
   const Shard s = shard(X.cols(), comm);
   return train_step_on_shard(params, X.derived().middleCols(s.begin, s.size),
                              detail::shard_targets(Y, s), opt, state, comm, ws, act);
@@ -187,7 +200,7 @@ void zero_grads_like(P& grads, const P& params) {
 /// that the shards get independent masks. On a single device it is nn::train_step (with sgd, its
 /// fused update).
 template <nn::model M, class P, class DX, class DY, nn::loss_function Loss, class Opt, class State,
-          communicator C>
+          device_group C>
 requires requires(const Opt& o, P& p, State& s) {
   o.step(p, p, s);
 }
@@ -197,9 +210,7 @@ typename DX::Scalar train_step_on_shard(const M& model, P& params, const Eigen::
                                         C& comm, StepWorkspace<P, typename DX::Scalar>& ws) {
   using T = typename DX::Scalar;
   const Eigen::Index n = X.cols();
-  if (static_cast<double>(n) > static_cast<double>(1ull << std::numeric_limits<T>::digits))
-    throw argument_error("grove::parallel::train_step: a shard of " + std::to_string(n) +
-                         " examples is too large to be counted exactly in its scalar type");
+  detail::check_shard_size<T>(n);
   if (comm.size() == 1) {
     if (n == 0) throw argument_error("grove::parallel::train_step: every device's shard is empty");
     return nn::train_step(model, params, X, Y, loss, key, opt, state, ws);
@@ -213,29 +224,13 @@ typename DX::Scalar train_step_on_shard(const M& model, P& params, const Eigen::
   } else {
     detail::zero_grads_like(ws.grads, params);
   }
-  return detail::with_staging(comm, [&](Staging& staging) {
-    detail::agree(comm, "train_step", detail::op::train_step, 0, detail::moves_of(staging),
-                  std::as_const(params), detail::bytes_of(params));
-    T header[2] = {static_cast<T>(n), value * static_cast<T>(n)};
-    T total_loss = T(0);
-    detail::reduce_leaves<T>(comm, staging, ws.grads, static_cast<T>(n), std::span<T>(header),
-                             [&](std::span<const T> sums) {
-                               if (!(sums[0] > T(0)))
-                                 throw argument_error(
-                                     "grove::parallel::train_step: every device's shard is "
-                                     "empty");
-                               total_loss = sums[1] / sums[0];
-                               return sums[0];
-                             });
-    opt.step(params, ws.grads, state);
-    return total_loss;
-  });
+  return detail::reduce_and_step(comm, params, ws.grads, n, value, opt, state);
 }
 
 /// train_step for any nn model and loss, on a batch every device holds whole: this device takes
 /// its shard(X.cols(), comm) of the columns. key (may be null) as in train_step_on_shard.
 template <nn::model M, class P, class DX, class DY, nn::loss_function Loss, class Opt, class State,
-          communicator C>
+          device_group C>
 requires requires(const Opt& o, P& p, State& s) {
   o.step(p, p, s);
 }

@@ -43,14 +43,14 @@ auto shape(const T& x) {
   }
 }
 
-/// The number of elements of a leaf: 1 for a scalar.
+/// The number of elements of a leaf: 1 for a scalar. Constrained to scalars and Eigen dense
+/// objects, so that it never competes with std::size in an unqualified call on a container.
 template <class T>
-Eigen::Index size(const T& x) {
+requires(std::is_arithmetic_v<T> || detail::eigen_dense<T>) Eigen::Index size(const T& x) {
   if constexpr (std::is_arithmetic_v<T>) {
     (void)x;
     return 1;
   } else {
-    static_assert(detail::eigen_dense<T>, "grove: size() takes a scalar or an Eigen dense object");
     return x.size();
   }
 }

@@ -29,15 +29,22 @@
 namespace grove {
 
 /// An is_leaf predicate, given as the last argument of the tree functions where JAX takes
-/// `is_leaf=`. The predicate is consulted for the subtree types it can be called with: one that
-/// returns std::true_type makes that type a leaf at compile time, one that returns bool decides
-/// for each value.
+/// `is_leaf=`: `tree_map(f, tree, grove::treat_as_leaf(pred))`. The predicate is consulted for the
+/// subtree types it can be called with: one that returns std::true_type makes that type a leaf at
+/// compile time, one that returns bool decides for each value. (Not to be confused with
+/// TreeDef::is_leaf(), jax.tree_util.treedef_is_leaf.)
 template <class P>
 struct leaf_predicate {
   P pred;
 };
 template <class P>
-constexpr leaf_predicate<std::decay_t<P>> is_leaf(P&& pred) {
+constexpr leaf_predicate<std::decay_t<P>> treat_as_leaf(P&& pred) {
+  return {std::forward<P>(pred)};
+}
+/// The former name of treat_as_leaf.
+template <class P>
+[[deprecated("grove: use grove::treat_as_leaf")]] constexpr leaf_predicate<std::decay_t<P>> is_leaf(
+    P&& pred) {
   return {std::forward<P>(pred)};
 }
 
@@ -99,7 +106,7 @@ decltype(auto) reporting_mismatch(const char* function, Body&& body, const Pred&
 
 /// Applies f to every leaf of `tree` and returns a tree of the results (jax.tree_util.tree_map).
 /// With more trees, each must have `tree` as a prefix: at each leaf of `tree`, f also receives
-/// the matching subtree of every other tree. A last argument grove::is_leaf(pred) stops the
+/// the matching subtree of every other tree. A last argument grove::treat_as_leaf(pred) stops the
 /// descent where pred says so. The result keeps the input's C++ types where f keeps the leaf
 /// types; std containers and registered class templates are rebuilt around new types, other
 /// registered structs become grove::mapped_node. A registered struct is rebuilt field by field,
