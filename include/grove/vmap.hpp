@@ -50,9 +50,6 @@ constexpr in_axes_t<std::decay_t<Axes>...> in_axes(Axes... axes) {
 namespace detail {
 
 template <class A>
-inline constexpr bool vmap_eigen_v = std::is_base_of_v<Eigen::DenseBase<A>, A>;
-
-template <class A>
 constexpr bool vmap_one_dim() {
   return A::ColsAtCompileTime == 1 || A::RowsAtCompileTime == 1;
 }
@@ -64,7 +61,7 @@ constexpr bool vmap_one_dim() {
 // The axis of a leaf after resolving -1; throws if out of range.
 template <class L>
 int vmap_axis(const L&, int axis, std::size_t arg) {
-  constexpr int dims = vmap_eigen_v<L> ? (vmap_one_dim<L>() ? 1 : 2) : 0;
+  constexpr int dims = eigen_dense<L> ? (vmap_one_dim<L>() ? 1 : 2) : 0;
   if (dims == 0)
     vmap_fail("argument " + std::to_string(arg) +
               " has a scalar leaf, which has no axis to map over");
@@ -102,7 +99,7 @@ template <class Axis, class A>
 decltype(auto) vmap_arg(const A& a, const Axis& axis, std::size_t arg, Eigen::Index j) {
   if constexpr (std::is_same_v<Axis, std::nullopt_t>) {
     return (a);
-  } else if constexpr (vmap_eigen_v<A>) {
+  } else if constexpr (eigen_dense<A>) {
     return vmap_slice(a, vmap_axis(a, axis, arg), j);
   } else {
     return tree_map(
@@ -126,7 +123,7 @@ void vmap_batch(const A& a, const Axis& axis, std::size_t arg, Eigen::Index& bat
                   " has " + std::to_string(n));
       }
     };
-    if constexpr (vmap_eigen_v<A>)
+    if constexpr (eigen_dense<A>)
       one(a);
     else
       tree_for_each([&](const auto& leaf) { one(leaf); }, a);
@@ -140,7 +137,7 @@ auto vmap_alloc(const R& r, Eigen::Index batch, int out_axis) {
     (void)out_axis;
     return Eigen::Matrix<R, Eigen::Dynamic, 1>(batch);
   } else {
-    static_assert(vmap_eigen_v<R>,
+    static_assert(eigen_dense<R>,
                   "grove::vmap: a per-example result must be a scalar, an Eigen vector, or a "
                   "pytree of those");
     using S = typename R::Scalar;

@@ -39,7 +39,7 @@ constexpr bool collective_leaf() {
   using T = std::remove_cvref_t<L>;
   if constexpr (std::is_arithmetic_v<T>)
     return !std::is_same_v<T, bool>;
-  else if constexpr (std::is_base_of_v<Eigen::DenseBase<T>, T>)
+  else if constexpr (::grove::detail::eigen_dense<T>)
     return reducible<typename T::Scalar> && (T::Flags & Eigen::DirectAccessBit) != 0;
   else
     return false;
