@@ -208,7 +208,7 @@ concept eigen_plain_leaf = eigen_leaf<L> && std::is_base_of_v<Eigen::PlainObject
 // An F16 value, exactly, as a double: NaN keeps its sign and payload, -0 its sign, subnormals
 // their value.
 inline double f16_to_double(std::uint16_t h) noexcept {
-  const std::uint64_t sign = std::uint64_t{h >> 15} << 63;
+  const std::uint64_t sign = static_cast<std::uint64_t>(h >> 15) << 63;
   const unsigned exponent = (h >> 10) & 0x1f;
   const std::uint64_t mantissa = h & 0x3ffu;
   std::uint64_t bits;
@@ -245,6 +245,7 @@ inline std::uint16_t round_to_binary16(double x, int mantissa_bits, int exponent
   }
   const double magnitude = std::fabs(x);
   if (magnitude == 0) return sign;
+  if (std::isinf(magnitude)) return sign | exponent_mask;
   const int min_exponent = 1 - bias;  // of the normal numbers
   int e = std::max(std::ilogb(magnitude), min_exponent);
   const double quantum = std::ldexp(1.0, e - mantissa_bits);
