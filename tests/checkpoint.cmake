@@ -8,6 +8,9 @@ find_package(nlohmann_json 3 REQUIRED)
 grove_test(test_checkpoint test_checkpoint.cpp test_checkpoint_errors.cpp test_checkpoint_mutation.cpp)
 target_link_libraries(test_checkpoint PRIVATE nlohmann_json::nlohmann_json)
 target_compile_definitions(test_checkpoint PRIVATE GROVE_PROJECT_VERSION="${PROJECT_VERSION}")
+# load_options, load_report, dtype conversions and the 16-bit floats.
+grove_test(test_checkpoint_options test_checkpoint_options.cpp)
+target_link_libraries(test_checkpoint_options PRIVATE nlohmann_json::nlohmann_json)
 grove_test(test_tree_checkpoint test_tree_checkpoint.cpp)
 target_link_libraries(test_tree_checkpoint PRIVATE nlohmann_json::nlohmann_json)
 
