@@ -2,9 +2,10 @@
 // JAX/Flax and Hugging Face exchange weights in.
 //
 //   grove::io::save("model.safetensors", params, {{"epoch", "3"}});
-//   auto params2 = grove::io::load("model.safetensors", params);   // params' structure, file's
-//   values grove::io::load_into("model.safetensors", params);             // in place, all or
-//   nothing
+//   auto params2 = grove::io::load("model.safetensors", params);  // the file's values
+//   grove::io::load_into("model.safetensors", params);  // in place, all or nothing
+//   auto report = grove::io::load_into("torch.safetensors", params,
+//                                      {.strict = false, .rename = torch_to_grove});
 //
 // Each leaf is one tensor, named by its key path in the simple form (`0/w`, `opt_state/mu/0/b`),
 // little-endian and row-major (a (rows, cols) Eigen matrix reads as the same (rows, cols) array
@@ -13,8 +14,9 @@
 //
 // save() never leaves a half-written file behind: it writes a temporary file in the same
 // directory, fsyncs it, renames it over the target and fsyncs the directory. load() and
-// load_into() validate the whole file against the safetensors rules and against the tree before
-// they produce or touch anything, and report every problem as grove::io::format_error.
+// load_into() validate the header against the safetensors rules and against the tree, then read
+// (pread) only the tensors they load and check their values, before they produce or touch
+// anything, and report every problem as grove::io::format_error.
 //
 // Needs nlohmann-json (Debian: nlohmann-json3-dev) and a POSIX system.
 #pragma once
