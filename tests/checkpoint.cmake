@@ -8,6 +8,9 @@ find_package(nlohmann_json 3 REQUIRED)
 grove_test(test_checkpoint test_checkpoint.cpp test_checkpoint_errors.cpp test_checkpoint_mutation.cpp)
 target_link_libraries(test_checkpoint PRIVATE nlohmann_json::nlohmann_json)
 target_compile_definitions(test_checkpoint PRIVATE GROVE_PROJECT_VERSION="${PROJECT_VERSION}")
+# load_options, load_report, dtype conversions and the 16-bit floats.
+grove_test(test_checkpoint_options test_checkpoint_options.cpp)
+target_link_libraries(test_checkpoint_options PRIVATE nlohmann_json::nlohmann_json)
 grove_test(test_tree_checkpoint test_tree_checkpoint.cpp)
 target_link_libraries(test_tree_checkpoint PRIVATE nlohmann_json::nlohmann_json)
 
@@ -20,6 +23,12 @@ add_executable(checkpoint_interop checkpoint_interop.cpp)
 target_link_libraries(checkpoint_interop PRIVATE grove::grove grove_warnings nlohmann_json::nlohmann_json)
 if(TARGET grove_sanitize)
   target_link_libraries(checkpoint_interop PRIVATE grove_sanitize)
+endif()
+
+add_executable(checkpoint_world checkpoint_world.cpp)
+target_link_libraries(checkpoint_world PRIVATE grove::grove grove_warnings nlohmann_json::nlohmann_json)
+if(TARGET grove_sanitize)
+  target_link_libraries(checkpoint_world PRIVATE grove_sanitize)
 endif()
 
 # The interpreter: GROVE_PYTHON if given, else the first of python3 on PATH and /usr/bin/python3
@@ -50,6 +59,14 @@ if(GROVE_PYTHON)
              COMMAND ${GROVE_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/checkpoint_interop.py ${direction}
                      $<TARGET_FILE:checkpoint_interop> ${CMAKE_CURRENT_BINARY_DIR}/checkpoint_interop_files)
     set_tests_properties(checkpoint_${direction} PROPERTIES SKIP_RETURN_CODE 77)
+  endforeach()
+  # Files as other tools write them (torch-style names, F16/BF16, unaligned and scattered data,
+  # dtypes grove cannot load), from an independent writer; and grove's F16/BF16 read by numpy.
+  foreach(direction IN ITEMS world half)
+    add_test(NAME checkpoint_python_${direction}
+             COMMAND ${GROVE_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/checkpoint_world.py ${direction}
+                     $<TARGET_FILE:checkpoint_world> ${CMAKE_CURRENT_BINARY_DIR}/checkpoint_world_files)
+    set_tests_properties(checkpoint_python_${direction} PROPERTIES SKIP_RETURN_CODE 77)
   endforeach()
 else()
   message(STATUS "grove: no python3 found; the checkpoint interoperability tests are not added")

@@ -281,9 +281,16 @@ TEST_CASE("checkpoint errors: a file that does not match the tree names the key 
   expect_bad(edit([](parts& p) { p.header["w"]["dtype"] = "I32"; }),
              {"tensor \"w\" (key path .w): dtype I32 in the file, F32 (float32) in the tree"});
   expect_bad(edit([](parts& p) {
-               p.header["b"] = {{"dtype", "F16"}, {"shape", {4}}, {"data_offsets", {24, 32}}};
+               p.header["b"] = {{"dtype", "I32"}, {"shape", {2}}, {"data_offsets", {24, 32}}};
              }),
-             {"dtype F16 in the file, F32 (float32) in the tree; grove does not convert"});
+             {"tensor \"b\" (key path .b): dtype I32 in the file, F32 (float32) in the tree; "
+              "grove does not convert I32 to F32"});
+  // A narrowing conversion needs load_options::convert.
+  expect_bad(edit([](parts& p) {
+               p.header["b"] = {{"dtype", "F64"}, {"shape", {1}}, {"data_offsets", {24, 32}}};
+             }),
+             {"dtype F64 in the file, F32 (float32) in the tree; F64 to F32 narrows, which "
+              "load_options::convert allows"});
   expect_bad(edit([](parts& p) {
                p.header["key"]["dtype"] = "I32";
                p.header["__metadata__"].erase("grove.key_layout:key");

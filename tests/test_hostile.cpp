@@ -598,3 +598,59 @@ TEST_CASE("hostile: a sparse terabyte of data is not read when the structure doe
   CHECK(since(t0) < 10 * time_scale);
   CHECK(fs::file_size(file) == prefix.size() + size);
 }
+
+TEST_CASE("hostile: two small tensors load from a sparse 4 GiB file without reading the rest",
+          "[hostile][bomb]") {
+  // The file: 4 GiB of U8 the tree does not want (a hole), then w and b, and an unaligned F16
+  // tensor at the very end. With strict = false only w and b are read: the bomb test's ceiling
+  // on virtual memory (under 1 GB) fails a loader that reads or maps the whole data.
+  temp_dir dir;
+  const auto file = dir / "sparse4g.safetensors";
+  const std::uint64_t big = std::uint64_t{4} << 30;
+  const std::string header =
+      "{\"big\":{\"dtype\":\"U8\",\"shape\":[" + std::to_string(big) + "],\"data_offsets\":[0," +
+      std::to_string(big) + "]},\"model.w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[" +
+      std::to_string(big + 1) + "," + std::to_string(big + 25) +
+      "]},\"model.b\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[" +
+      std::to_string(big + 25) + "," + std::to_string(big + 29) +
+      "]},\"pad\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[" + std::to_string(big) + "," +
+      std::to_string(big + 1) + "]}}";
+  const std::string prefix = safetensors(header, "");
+  write_bytes(file, prefix);
+  const float w[6] = {1, -2, 3.5f, 0, -0.0f, 1e-40f};
+  const std::uint16_t b[2] = {0x3c00, 0xfc00};  // F16 1 and -inf
+  std::string tail(1, '\0');
+  tail.append(reinterpret_cast<const char*>(w), sizeof w);
+  tail.append(reinterpret_cast<const char*>(b), sizeof b);
+  {
+    const int fd = ::open(file.c_str(), O_WRONLY);
+    REQUIRE(fd >= 0);
+    const auto at = static_cast<off_t>(prefix.size() + big);
+    const bool wrote =
+        ::pwrite(fd, tail.data(), tail.size(), at) == static_cast<ssize_t>(tail.size());
+    ::close(fd);
+    if (!wrote) {
+      WARN("skipped: this file system cannot hold a sparse file of 4 GiB");
+      return;
+    }
+  }
+  REQUIRE(fs::file_size(file) == prefix.size() + big + tail.size());
+  const auto t0 = std::chrono::steady_clock::now();
+  Small s = small();
+  const auto report = io::load_into(
+      file, s, {.strict = false, .rename = [](std::string_view n) {
+                  return n.starts_with("model.") ? std::string(n.substr(6)) : std::string(n);
+                }});
+  CHECK(since(t0) < 1 * time_scale);
+  CHECK(report.missing.empty());
+  CHECK(report.unexpected == std::vector<std::string>{"big", "pad"});
+  for (int k = 0; k < 6; ++k) CHECK(std::memcmp(&s.w(k / 3, k % 3), &w[k], 4) == 0);
+  CHECK(s.b(0) == 1.0f);
+  CHECK(s.b(1) == -std::numeric_limits<float>::infinity());
+  // Strictly, the unexpected tensors fail the load, also without reading the data.
+  const Small before = s;
+  CHECK_THAT(
+      format_message([&] { (void)io::load_into(file, s, {}); }, "grove::io::load_into", file),
+      Contains("the file has tensor \"big\" (U8 [4294967296])"));
+  CHECK((s.w.array() == before.w.array()).all());
+}

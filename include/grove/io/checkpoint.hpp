@@ -2,9 +2,10 @@
 // JAX/Flax and Hugging Face exchange weights in.
 //
 //   grove::io::save("model.safetensors", params, {{"epoch", "3"}});
-//   auto params2 = grove::io::load("model.safetensors", params);   // params' structure, file's
-//   values grove::io::load_into("model.safetensors", params);             // in place, all or
-//   nothing
+//   auto params2 = grove::io::load("model.safetensors", params);  // the file's values
+//   grove::io::load_into("model.safetensors", params);  // in place, all or nothing
+//   auto report = grove::io::load_into("torch.safetensors", params,
+//                                      {.strict = false, .rename = torch_to_grove});
 //
 // Each leaf is one tensor, named by its key path in the simple form (`0/w`, `opt_state/mu/0/b`),
 // little-endian and row-major (a (rows, cols) Eigen matrix reads as the same (rows, cols) array
@@ -13,18 +14,22 @@
 //
 // save() never leaves a half-written file behind: it writes a temporary file in the same
 // directory, fsyncs it, renames it over the target and fsyncs the directory. load() and
-// load_into() validate the whole file against the safetensors rules and against the tree before
-// they produce or touch anything, and report every problem as grove::io::format_error.
+// load_into() validate the header against the safetensors rules and against the tree, then read
+// (pread) only the tensors they load and check their values, before they produce or touch
+// anything, and report every problem as grove::io::format_error.
 //
 // Needs nlohmann-json (Debian: nlohmann-json3-dev) and a POSIX system.
 #pragma once
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <bit>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -80,13 +85,71 @@ struct train_state {
 };
 GROVE_NODE(train_state, params, opt_state, key, epoch);
 
+/// How load() and load_into() match a file's tensors to a tree's leaves, following PyTorch's
+/// `load_state_dict(strict=...)`. With designated initialisers:
+/// `load_into(path, tree, {.strict = false, .rename = torch_names})`.
+struct load_options {
+  /// Every leaf must find a tensor and every tensor a leaf (today's behaviour, and torch's
+  /// default). With false, leaves without a tensor keep their values and tensors without a leaf
+  /// are skipped; both are listed in the load_report. A tensor found with another shape, or with
+  /// a dtype the leaf cannot take, fails either way.
+  bool strict = true;
+  /// Applied to each tensor name in the file before matching it with the leaves' names (grove's
+  /// key paths in the simple form, "0/w"); an empty result skips that tensor (it is then neither
+  /// matched nor unexpected). Empty: names are matched as they are.
+  std::function<std::string(std::string_view file_name)> rename = {};
+  /// Allow narrowing dtype conversions: F64 -> F32, F32 -> F16/BF16, F16 <-> BF16 (rounding to
+  /// nearest, ties to even; overflow gives infinity), and integers into a narrower type or one of
+  /// another sign (a value that does not fit fails the load, naming the tensor and the element).
+  /// Widening conversions (F16/BF16 -> F32/F64, F32 -> F64, integers into a wider type that holds
+  /// every value) keep every value and always happen. Floats and integers never mix.
+  bool convert = false;
+};
+
+/// What a load did beyond filling leaves (torch's `_IncompatibleKeys` vocabulary).
+struct load_report {
+  /// The tensor names (grove's simple key paths) of the leaves the file had no tensor for, in the
+  /// tree's leaf order; their leaves kept their values. Empty after a strict load.
+  std::vector<std::string> missing;
+  /// The file's tensors (their names in the file, before rename) that matched no leaf, in the
+  /// header's order. Tensors that rename skipped are not listed. Empty after a strict load.
+  std::vector<std::string> unexpected;
+  /// The file's user metadata (without grove's own "grove." entries).
+  io::metadata metadata;
+};
+
+/// What load() with options returns: the tree and the report.
+template <class Tree>
+struct load_result {
+  Tree tree;
+  load_report report;
+};
+
+/// How save() stores the leaves' floats.
+enum class float_storage : std::uint8_t {
+  keep,  ///< each leaf's own dtype (float: F32)
+  f16,   ///< float leaves as F16, rounded to nearest, ties to even (overflow: infinity)
+  bf16   ///< float leaves as BF16, rounded to nearest, ties to even
+};
+
+/// Settings of save() beyond the metadata.
+struct save_options {
+  /// The dtype of float (not double) leaves; Eigen::half and Eigen::bfloat16 leaves are always
+  /// F16 and BF16, double leaves always F64.
+  float_storage floats = float_storage::keep;
+};
+
 namespace detail {
 
 // --- leaves --------------------------------------------------------------------------------------
 
 template <class S>
+inline constexpr bool half_scalar =
+    std::is_same_v<S, Eigen::half> || std::is_same_v<S, Eigen::bfloat16>;
+
+template <class S>
 inline constexpr bool supported_scalar = std::is_same_v<S, bool> || std::is_same_v<S, float> ||
-                                         std::is_same_v<S, double> ||
+                                         std::is_same_v<S, double> || half_scalar<S> ||
                                          (std::is_integral_v<S> && sizeof(S) <= 8 &&
                                           !std::is_same_v<S, char> && !std::is_same_v<S, wchar_t> &&
                                           !std::is_same_v<S, char8_t> &&
@@ -97,12 +160,19 @@ template <class S>
 constexpr dtype dtype_of() {
   static_assert(sizeof(bool) == 1 && sizeof(float) == 4 && sizeof(double) == 8,
                 "grove::io: checkpoints need 1-byte bool, 4-byte float and 8-byte double");
+  static_assert(sizeof(Eigen::half) == 2 && std::is_trivially_copyable_v<Eigen::half> &&
+                    sizeof(Eigen::bfloat16) == 2 && std::is_trivially_copyable_v<Eigen::bfloat16>,
+                "grove::io: checkpoints need Eigen::half and Eigen::bfloat16 of 2 bytes");
   if constexpr (std::is_same_v<S, bool>)
     return dtype::BOOL;
   else if constexpr (std::is_same_v<S, float>)
     return dtype::F32;
   else if constexpr (std::is_same_v<S, double>)
     return dtype::F64;
+  else if constexpr (std::is_same_v<S, Eigen::half>)
+    return dtype::F16;
+  else if constexpr (std::is_same_v<S, Eigen::bfloat16>)
+    return dtype::BF16;
   else if constexpr (std::is_signed_v<S>) {
     if constexpr (sizeof(S) == 1)
       return dtype::I8;
@@ -127,13 +197,153 @@ constexpr dtype dtype_of() {
 template <class L>
 concept key_leaf = std::is_same_v<L, random::Key>;
 template <class L>
-concept scalar_leaf = std::is_arithmetic_v<L> && supported_scalar<L>;
+concept scalar_leaf = (std::is_arithmetic_v<L> || half_scalar<L>)&&supported_scalar<L>;
 template <class L>
 concept eigen_leaf =
     std::is_base_of_v<Eigen::DenseBase<L>, L> && supported_scalar<typename L::Scalar>;
 // Loading writes into the leaf, which must own its elements: an Eigen::Matrix or Eigen::Array.
 template <class L>
 concept eigen_plain_leaf = eigen_leaf<L> && std::is_base_of_v<Eigen::PlainObjectBase<L>, L>;
+
+// --- 16-bit floats, bit by bit (independent of the compiler's and Eigen's conversions) ----------
+
+// An F16 value, exactly, as a double: NaN keeps its sign and payload, -0 its sign, subnormals
+// their value.
+inline double f16_to_double(std::uint16_t h) noexcept {
+  const std::uint64_t sign = static_cast<std::uint64_t>(h >> 15) << 63;
+  const unsigned exponent = (h >> 10) & 0x1f;
+  const std::uint64_t mantissa = h & 0x3ffu;
+  std::uint64_t bits;
+  if (exponent == 0x1f) {
+    bits = sign | (std::uint64_t{0x7ff} << 52) | (mantissa << 42);
+  } else if (exponent == 0) {
+    const double magnitude = std::ldexp(static_cast<double>(mantissa), -24);
+    bits = std::bit_cast<std::uint64_t>(magnitude) | sign;
+  } else {
+    bits = sign | (std::uint64_t{exponent - 15 + 1023} << 52) | (mantissa << 42);
+  }
+  return std::bit_cast<double>(bits);
+}
+
+// A BF16 value, exactly: the upper half of an F32.
+inline double bf16_to_double(std::uint16_t b) noexcept {
+  return static_cast<double>(std::bit_cast<float>(std::uint32_t{b} << 16));
+}
+
+// `x` rounded to the nearest value of a binary format with `mantissa_bits` stored mantissa bits,
+// exponent bias `bias` and `exponent_bits` exponent bits, ties to even (IEEE's default), as that
+// format's bits. Overflow gives infinity; NaN gives a quiet NaN with x's sign and the top of its
+// payload. One rounding from double, so no double-rounding error for float or double inputs.
+inline std::uint16_t round_to_binary16(double x, int mantissa_bits, int exponent_bits) noexcept {
+  const int bias = (1 << (exponent_bits - 1)) - 1;
+  const std::uint16_t sign = std::signbit(x) ? static_cast<std::uint16_t>(1u << 15) : 0;
+  const std::uint16_t exponent_mask =
+      static_cast<std::uint16_t>(((1u << exponent_bits) - 1) << mantissa_bits);
+  if (std::isnan(x)) {
+    const std::uint64_t payload = std::bit_cast<std::uint64_t>(x) & ((std::uint64_t{1} << 52) - 1);
+    const auto top = static_cast<std::uint16_t>(payload >> (52 - mantissa_bits));
+    return static_cast<std::uint16_t>(sign | exponent_mask | top |
+                                      (1u << (mantissa_bits - 1)));  // quiet
+  }
+  const double magnitude = std::fabs(x);
+  if (magnitude == 0) return sign;
+  if (std::isinf(magnitude)) return sign | exponent_mask;
+  const int min_exponent = 1 - bias;  // of the normal numbers
+  int e = std::max(std::ilogb(magnitude), min_exponent);
+  const double quantum = std::ldexp(1.0, e - mantissa_bits);
+  const double rounded = std::nearbyint(magnitude / quantum) * quantum;   // exact scaling
+  if (rounded >= std::ldexp(1.0, bias + 1)) return sign | exponent_mask;  // infinity
+  e = std::ilogb(rounded);
+  if (e < min_exponent)  // subnormal: the exponent field is 0
+    return static_cast<std::uint16_t>(
+        sign | static_cast<std::uint16_t>(std::ldexp(rounded, bias - 1 + mantissa_bits)));
+  const auto mantissa = static_cast<std::uint16_t>(
+      static_cast<std::uint32_t>(std::ldexp(rounded, mantissa_bits - e)) - (1u << mantissa_bits));
+  return static_cast<std::uint16_t>(sign | ((e + bias) << mantissa_bits) | mantissa);
+}
+inline std::uint16_t round_to_f16(double x) noexcept {
+  return round_to_binary16(x, 10, 5);
+}
+inline std::uint16_t round_to_bf16(double x) noexcept {
+  return round_to_binary16(x, 7, 8);
+}
+
+// --- conversions between a file's dtype and a leaf's ---------------------------------------------
+
+enum class conversion : std::uint8_t { exact, widening, narrowing, impossible };
+
+// What loading a `from` tensor into a `to` leaf takes. Widening keeps every value (F16/BF16 ->
+// F32/F64, F32 -> F64, integers into a wider type of a sign that holds them); narrowing may round
+// (floats) or not fit (integers, checked element by element); floats and integers never mix, and
+// BOOL and the dtypes without a leaf type (F8, F4, F6, C64) load only into themselves, which has
+// no leaf type.
+constexpr conversion conversion_of(dtype from, dtype to) {
+  if (from == to) return conversion::exact;
+  const auto& f = info(from);
+  const auto& t = info(to);
+  if (f.kind == dtype_kind::floating && t.kind == dtype_kind::floating)
+    return f.bits < t.bits ? conversion::widening : conversion::narrowing;
+  const bool f_int = f.kind == dtype_kind::signed_integer || f.kind == dtype_kind::unsigned_integer;
+  const bool t_int = t.kind == dtype_kind::signed_integer || t.kind == dtype_kind::unsigned_integer;
+  if (f_int && t_int) {
+    if (f.kind == t.kind) return f.bits < t.bits ? conversion::widening : conversion::narrowing;
+    if (f.kind == dtype_kind::unsigned_integer && f.bits < t.bits) return conversion::widening;
+    return conversion::narrowing;
+  }
+  return conversion::impossible;
+}
+
+// A leaf scalar from a double holding a file's float exactly.
+template <class D>
+D float_to(double x) noexcept {
+  if constexpr (std::is_same_v<D, Eigen::half>)
+    return std::bit_cast<Eigen::half>(round_to_f16(x));
+  else if constexpr (std::is_same_v<D, Eigen::bfloat16>)
+    return std::bit_cast<Eigen::bfloat16>(round_to_bf16(x));
+  else
+    return static_cast<D>(x);  // float: rounds to nearest even; double: exact
+}
+
+template <class T>
+T load_native(const std::byte* p, std::size_t k) noexcept {
+  T v;
+  std::memcpy(&v, p + k * sizeof(T), sizeof(T));
+  return v;
+}
+
+// Calls f(get) with get(k), the k-th element (row-major) of a tensor of dtype `from` at `p`
+// (already in native byte order), as a double for floats and an int64 / uint64 for integers.
+template <class F>
+void with_elements(dtype from, const std::byte* p, F&& f) {
+  switch (from) {
+    case dtype::F16:
+      return f([p](std::size_t k) { return f16_to_double(load_native<std::uint16_t>(p, k)); });
+    case dtype::BF16:
+      return f([p](std::size_t k) { return bf16_to_double(load_native<std::uint16_t>(p, k)); });
+    case dtype::F32:
+      return f([p](std::size_t k) { return static_cast<double>(load_native<float>(p, k)); });
+    case dtype::F64:
+      return f([p](std::size_t k) { return load_native<double>(p, k); });
+    case dtype::I8:
+      return f([p](std::size_t k) { return std::int64_t{load_native<std::int8_t>(p, k)}; });
+    case dtype::I16:
+      return f([p](std::size_t k) { return std::int64_t{load_native<std::int16_t>(p, k)}; });
+    case dtype::I32:
+      return f([p](std::size_t k) { return std::int64_t{load_native<std::int32_t>(p, k)}; });
+    case dtype::I64:
+      return f([p](std::size_t k) { return load_native<std::int64_t>(p, k); });
+    case dtype::U8:
+      return f([p](std::size_t k) { return std::uint64_t{load_native<std::uint8_t>(p, k)}; });
+    case dtype::U16:
+      return f([p](std::size_t k) { return std::uint64_t{load_native<std::uint16_t>(p, k)}; });
+    case dtype::U32:
+      return f([p](std::size_t k) { return std::uint64_t{load_native<std::uint32_t>(p, k)}; });
+    case dtype::U64:
+      return f([p](std::size_t k) { return load_native<std::uint64_t>(p, k); });
+    default:
+      return;  // conversion_of() refused the others before any data was read
+  }
+}
 
 // A leaf's dtype and row-major shape, as the file stores it.
 struct leaf_layout {
@@ -147,25 +357,37 @@ constexpr bool is_vector_leaf() {
   return L::ColsAtCompileTime == 1 || L::RowsAtCompileTime == 1;
 }
 
+// The dtype a leaf of scalar S is saved as.
+template <class S>
+constexpr dtype stored_dtype(float_storage floats) {
+  if constexpr (std::is_same_v<S, float>) {
+    if (floats == float_storage::f16) return dtype::F16;
+    if (floats == float_storage::bf16) return dtype::BF16;
+  }
+  return dtype_of<S>();
+}
+
 template <class L>
-leaf_layout layout_of(const L& leaf) {
+leaf_layout layout_of(const L& leaf, float_storage floats = float_storage::keep) {
   static_assert(key_leaf<L> || scalar_leaf<L> || eigen_leaf<L>,
-                "grove::io: a checkpoint leaf must be a bool, integer, float or double scalar, an "
-                "Eigen::Matrix "
-                "or Eigen::Array of such scalars, or a grove::random::Key");
+                "grove::io: a checkpoint leaf must be a bool, integer, Eigen::half, "
+                "Eigen::bfloat16, float or double scalar, an Eigen::Matrix or Eigen::Array of "
+                "such scalars, or a grove::random::Key");
   if constexpr (key_leaf<L>) {
-    (void)leaf;
+    (void)leaf, (void)floats;
     return {dtype::U32, {2}, 8};
   } else if constexpr (scalar_leaf<L>) {
     (void)leaf;
-    return {dtype_of<L>(), {}, sizeof(L)};
+    const dtype t = stored_dtype<L>(floats);
+    return {t, {}, info(t).size};
   } else {
     using S = typename L::Scalar;
-    const auto bytes = static_cast<std::uint64_t>(leaf.size()) * sizeof(S);
+    const dtype t = stored_dtype<S>(floats);
+    const auto bytes = static_cast<std::uint64_t>(leaf.size()) * info(t).size;
     if constexpr (is_vector_leaf<L>())
-      return {dtype_of<S>(), {static_cast<std::uint64_t>(leaf.size())}, bytes};
+      return {t, {static_cast<std::uint64_t>(leaf.size())}, bytes};
     else
-      return {dtype_of<S>(),
+      return {t,
               {static_cast<std::uint64_t>(leaf.rows()), static_cast<std::uint64_t>(leaf.cols())},
               bytes};
   }
@@ -176,13 +398,6 @@ using row_major_map = Eigen::Map<Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic
 template <class S>
 using column_map = Eigen::Map<Eigen::Matrix<S, Eigen::Dynamic, 1>>;
 
-// Whether decode must copy a tensor at `in` before Eigen reads it as S.
-template <class S>
-bool needs_scratch(const std::byte* in) noexcept {
-  return std::endian::native != std::endian::little ||
-         reinterpret_cast<std::uintptr_t>(in) % alignof(S) != 0;
-}
-
 template <class X>
 decltype(auto) as_matrix(const X& x) {
   if constexpr (std::is_base_of_v<Eigen::ArrayBase<X>, X>)
@@ -191,18 +406,65 @@ decltype(auto) as_matrix(const X& x) {
     return (x);
 }
 
-// Writes the leaf's bytes (layout_of(leaf).nbytes of them) into `out`, which is aligned for any
-// scalar: little-endian, row-major.
+// Calls f(k, element) for each element of an Eigen leaf, k its row-major index.
+template <class L, class F>
+void for_each_row_major(const L& leaf, F&& f) {
+  if constexpr (is_vector_leaf<L>()) {
+    for (Eigen::Index k = 0; k < leaf.size(); ++k) f(static_cast<std::size_t>(k), leaf(k));
+  } else {
+    const Eigen::Index cols = leaf.cols();
+    for (Eigen::Index i = 0; i < leaf.rows(); ++i)
+      for (Eigen::Index j = 0; j < cols; ++j) f(static_cast<std::size_t>(i * cols + j), leaf(i, j));
+  }
+}
+
+// Sets each element of an Eigen leaf to get(k), k its row-major index.
+template <class L, class Get>
+void fill_row_major(L& leaf, Get&& get) noexcept {
+  if constexpr (is_vector_leaf<L>()) {
+    for (Eigen::Index k = 0; k < leaf.size(); ++k)
+      leaf.coeffRef(k) = get(static_cast<std::size_t>(k));
+  } else {
+    const Eigen::Index cols = leaf.cols();
+    for (Eigen::Index i = 0; i < leaf.rows(); ++i)
+      for (Eigen::Index j = 0; j < cols; ++j)
+        leaf.coeffRef(i, j) = get(static_cast<std::size_t>(i * cols + j));
+  }
+}
+
+// Writes the leaf's bytes (layout_of(leaf, floats).nbytes of them) into `out`, which is aligned
+// for any scalar: little-endian, row-major.
 template <class L>
-void encode(const L& leaf, std::byte* out) {
+void encode(const L& leaf, std::byte* out, float_storage floats = float_storage::keep) {
   if constexpr (key_leaf<L>) {
+    (void)floats;
     std::memcpy(out, leaf.words.data(), 8);
     to_little_endian(out, 2, 4);
   } else if constexpr (scalar_leaf<L>) {
+    if constexpr (std::is_same_v<L, float>) {
+      if (floats != float_storage::keep) {
+        const std::uint16_t h =
+            floats == float_storage::f16 ? round_to_f16(leaf) : round_to_bf16(leaf);
+        std::memcpy(out, &h, 2);
+        to_little_endian(out, 1, 2);
+        return;
+      }
+    }
     std::memcpy(out, &leaf, sizeof(L));
     to_little_endian(out, 1, sizeof(L));
   } else {
     using S = typename L::Scalar;
+    if constexpr (std::is_same_v<S, float>) {
+      if (floats != float_storage::keep) {
+        auto* dst = reinterpret_cast<std::uint16_t*>(out);
+        const bool f16 = floats == float_storage::f16;
+        for_each_row_major(leaf, [&](std::size_t k, float x) {
+          dst[k] = f16 ? round_to_f16(x) : round_to_bf16(x);
+        });
+        to_little_endian(out, static_cast<std::size_t>(leaf.size()), 2);
+        return;
+      }
+    }
     S* dst = reinterpret_cast<S*>(out);
     if constexpr (L::ColsAtCompileTime == 1)
       column_map<S>(dst, leaf.size()) = as_matrix(leaf);
@@ -222,44 +484,79 @@ void assign(L& leaf, const Expr& matrix_expr) {
     leaf = matrix_expr;
 }
 
-// Reads the leaf's bytes back from `in`, which the caller has checked to have the leaf's dtype
-// and shape. `in` may have any alignment; `scratch` (8-byte aligned, as large as the tensor) is
-// used when it is not aligned for the scalar type, or to swap bytes on a big-endian machine.
-// Allocates nothing and throws nothing.
+// Reads a leaf back from `in`: a tensor of dtype `from`, which the caller has checked to have the
+// leaf's shape and a dtype the leaf may take (conversion_of). `in` is aligned for any scalar and
+// in native byte order. Allocates nothing and throws nothing.
 template <class L>
-void decode(const std::byte* in, std::byte* scratch, L& leaf) noexcept {
+void decode(const std::byte* in, dtype from, L& leaf) noexcept {
   if constexpr (key_leaf<L>) {
-    std::byte words[8];
-    std::memcpy(words, in, 8);
-    from_little_endian(words, 2, 4);
-    std::memcpy(leaf.words.data(), words, 8);
+    (void)from;
+    std::memcpy(leaf.words.data(), in, 8);
   } else if constexpr (scalar_leaf<L>) {
-    std::byte value[sizeof(L)];
-    std::memcpy(value, in, sizeof(L));
-    from_little_endian(value, 1, sizeof(L));
-    std::memcpy(&leaf, value, sizeof(L));
+    if (from == dtype_of<L>()) {
+      std::memcpy(&leaf, in, sizeof(L));
+      return;
+    }
+    with_elements(from, in, [&](auto get) {
+      using V = decltype(get(0));
+      if constexpr (std::is_same_v<V, double> == (std::is_floating_point_v<L> || half_scalar<L>)) {
+        if constexpr (std::is_same_v<V, double>)
+          leaf = float_to<L>(get(0));
+        else
+          leaf = static_cast<L>(get(0));
+      }
+    });
   } else {
     static_assert(eigen_plain_leaf<L>,
                   "grove::io: loading needs Eigen leaves that own their elements (Eigen::Matrix or "
                   "Eigen::Array), not maps, refs or expressions");
     using S = typename L::Scalar;
-    const auto n = static_cast<std::size_t>(leaf.size());
-    const S* src = reinterpret_cast<const S*>(in);
-    if (needs_scratch<S>(in)) {
-      std::memcpy(scratch, in, n * sizeof(S));
-      from_little_endian(scratch, n, sizeof(S));
-      src = reinterpret_cast<const S*>(scratch);
+    if (from == dtype_of<S>()) {
+      const S* src = reinterpret_cast<const S*>(in);
+      using map_c = Eigen::Map<const Eigen::Matrix<S, Eigen::Dynamic, 1>>;
+      using map_rm =
+          Eigen::Map<const Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
+      if constexpr (L::ColsAtCompileTime == 1)
+        assign(leaf, map_c(src, leaf.size()));
+      else if constexpr (L::RowsAtCompileTime == 1)
+        assign(leaf, map_c(src, leaf.size()).transpose());
+      else
+        assign(leaf, map_rm(src, leaf.rows(), leaf.cols()));
+      return;
     }
-    using map_c = Eigen::Map<const Eigen::Matrix<S, Eigen::Dynamic, 1>>;
-    using map_rm =
-        Eigen::Map<const Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
-    if constexpr (L::ColsAtCompileTime == 1)
-      assign(leaf, map_c(src, leaf.size()));
-    else if constexpr (L::RowsAtCompileTime == 1)
-      assign(leaf, map_c(src, leaf.size()).transpose());
-    else
-      assign(leaf, map_rm(src, leaf.rows(), leaf.cols()));
+    with_elements(from, in, [&](auto get) {
+      using V = decltype(get(0));
+      if constexpr (std::is_same_v<V, double> == (std::is_floating_point_v<S> || half_scalar<S>)) {
+        if constexpr (std::is_same_v<V, double>)
+          fill_row_major(leaf, [&](std::size_t k) { return float_to<S>(get(k)); });
+        else
+          fill_row_major(leaf, [&](std::size_t k) { return static_cast<S>(get(k)); });
+      }
+    });
   }
+}
+
+// The first element of a tensor of integer dtype `from` at `in` (native byte order, aligned)
+// that the integer type S cannot hold, or npos; for a narrowing integer load.
+template <class S>
+std::size_t first_out_of_range(const std::byte* in, dtype from, std::size_t n, std::string& value) {
+  std::size_t bad = static_cast<std::size_t>(-1);
+  if constexpr (std::is_integral_v<S> && !std::is_same_v<S, bool>) {
+    with_elements(from, in, [&](auto get) {
+      using V = decltype(get(0));
+      if constexpr (!std::is_same_v<V, double>) {
+        for (std::size_t k = 0; k < n; ++k)
+          if (!std::in_range<S>(get(k))) {
+            bad = k;
+            value = std::to_string(get(k));
+            return;
+          }
+      }
+    });
+  } else {
+    (void)in, (void)from, (void)n, (void)value;
+  }
+  return bad;
 }
 
 template <class L>
@@ -330,49 +627,95 @@ inline void check_utf8(const std::string& s, std::string_view function, const st
 
 // --- loading into a tree -------------------------------------------------------------------------
 
-// Checks the file's header against the tree's leaves (names, dtypes, shapes) before any data is
-// read, then reads the data (`get_data()`, called once, returns head.data_size bytes) and, only if
-// everything matches, writes the values into the leaves. Returns the user's metadata.
-template <class Tree, class GetData>
-metadata fill_tree(const reading& ctx, const header& head, GetData&& get_data, Tree& tree) {
+// Checks the file's header against the tree's leaves (names after options.rename, dtypes,
+// shapes) before any data is read, then reads only the tensors that match a leaf
+// (`read(begin, n, out)` copies data bytes [begin, begin + n) to `out`), checks their values,
+// and only if everything is right writes them into the leaves: the tree changes completely or not
+// at all, and memory is proportional to what is loaded, not to the file.
+template <class Tree, class Read>
+load_report fill_tree(const reading& ctx, const header& head, Read&& read, Tree& tree,
+                      const load_options& options) {
   const auto leaves = named_leaves(tree, ctx.function);
-  const auto& by_name = head.index;
 
+  // The file's names after rename: name -> position in head.tensors.
+  std::unordered_map<std::string, std::size_t> by_name;
+  std::vector<bool> skipped(head.tensors.size(), false);
+  if (options.rename) {
+    by_name.reserve(head.tensors.size());
+    for (std::size_t i = 0; i < head.tensors.size(); ++i) {
+      std::string renamed = options.rename(head.tensors[i].name);
+      if (renamed.empty()) {
+        skipped[i] = true;
+        continue;
+      }
+      const auto [it, fresh] = by_name.emplace(std::move(renamed), i);
+      if (!fresh)
+        ctx.fail("tensors " + json_quoted(head.tensors[it->second].name) + " and " +
+                 json_quoted(head.tensors[i].name) + " both rename to " + json_quoted(it->first));
+    }
+  }
+  auto find = [&](const std::string& name) -> const std::size_t* {
+    if (options.rename) {
+      const auto it = by_name.find(name);
+      return it == by_name.end() ? nullptr : &it->second;
+    }
+    const auto it = head.index.find(name);
+    return it == head.index.end() ? nullptr : &it->second;
+  };
+
+  load_report report;
   std::vector<std::string> problems;
   std::vector<const tensor_entry*> match(leaves.size(), nullptr);
   std::vector<bool> used(head.tensors.size(), false);
   for (std::size_t k = 0; k < leaves.size(); ++k) {
     const auto& nl = leaves[k];
     visit_leaf(nl.leaf, [&](const auto& leaf) {
+      const auto* position = find(nl.name);
+      const auto* t = position ? &head.tensors[*position] : nullptr;
       const std::string who =
-          "tensor " + json_quoted(nl.name) + " (key path " + keystr(nl.path) + ")";
-      const auto it = by_name.find(nl.name);
-      if (it == by_name.end()) {
-        problems.push_back(who + " is missing from the file; the tree has " +
-                           leaf_description(leaf) + " there");
+          "tensor " + json_quoted(t ? t->name : nl.name) +
+          (t && t->name != nl.name ? " (renamed " + json_quoted(nl.name) + ")" : std::string()) +
+          " (key path " + keystr(nl.path) + ")";
+      if (!t) {
+        if (options.strict)
+          problems.push_back(who + " is missing from the file; the tree has " +
+                             leaf_description(leaf) + " there");
+        else
+          report.missing.push_back(nl.name);
         return;
       }
-      used[it->second] = true;
-      const auto& t = head.tensors[it->second];
+      used[*position] = true;
       const auto want = layout_of(leaf);
-      if (t.type != want.type)
-        problems.push_back(who + ": dtype " + std::string(info(t.type).name) + " in the file, " +
-                           std::string(info(want.type).name) + " (" +
-                           std::string(info(want.type).numpy) +
-                           ") in the tree; grove does not convert");
-      else if (t.shape != want.shape)
-        problems.push_back(who + ": shape " + shape_str(t.shape) + " in the file, " +
+      const auto how = conversion_of(t->type, want.type);
+      const std::string types = "dtype " + std::string(info(t->type).name) + " in the file, " +
+                                std::string(info(want.type).name) + " (" +
+                                std::string(info(want.type).numpy) + ") in the tree";
+      if (how == conversion::impossible ||
+          (how != conversion::exact && key_leaf<std::remove_cvref_t<decltype(leaf)>>))
+        problems.push_back(who + ": " + types + "; grove does not convert " +
+                           std::string(info(t->type).name) + " to " +
+                           std::string(info(want.type).name));
+      else if (how == conversion::narrowing && !options.convert)
+        problems.push_back(who + ": " + types + "; " + std::string(info(t->type).name) + " to " +
+                           std::string(info(want.type).name) +
+                           " narrows, which load_options::convert allows");
+      else if (t->shape != want.shape)
+        problems.push_back(who + ": shape " + shape_str(t->shape) + " in the file, " +
                            shape_str(want.shape) + " in the tree");
       else
-        match[k] = &t;
+        match[k] = t;
     });
   }
-  for (std::size_t i = 0; i < head.tensors.size(); ++i)
-    if (!used[i])
+  for (std::size_t i = 0; i < head.tensors.size(); ++i) {
+    if (used[i] || skipped[i]) continue;
+    if (options.strict)
       problems.push_back("the file has tensor " + json_quoted(head.tensors[i].name) + " (" +
                          std::string(info(head.tensors[i].type).name) + " " +
                          shape_str(head.tensors[i].shape) + "), which the tree does not have");
-  if (!problems.empty()) {
+    else
+      report.unexpected.push_back(head.tensors[i].name);
+  }
+  auto fail_all = [&] {
     constexpr std::size_t shown = 20;
     if (problems.size() == 1) ctx.fail(problems.front());
     std::string msg =
@@ -381,50 +724,79 @@ metadata fill_tree(const reading& ctx, const header& head, GetData&& get_data, T
     if (problems.size() > shown)
       msg += "\n  ... and " + std::to_string(problems.size() - shown) + " more";
     ctx.fail(msg);
-  }
+  };
+  if (!problems.empty()) fail_all();
 
-  // The structure matches, so the data is exactly as large as the tree's leaves: only now is it
-  // read (a file of a terabyte of data fails above, without being read).
-  const std::byte* data = get_data();
-
-  // A BOOL tensor may hold only 0 and 1: any other byte is not a bool.
-  for (const auto* t : match) {
-    if (t->type != dtype::BOOL) continue;
-    for (std::uint64_t b = t->begin; b < t->end; ++b)
-      if (data[b] != std::byte{0} && data[b] != std::byte{1})
-        ctx.fail("tensor " + json_quoted(t->name) + " is BOOL, but its byte at file offset " +
-                 std::to_string(head.data_start + b) + " is " +
-                 std::to_string(static_cast<int>(data[b])) + ", neither 0 nor 1");
-  }
-
-  // Everything is checked. Prepare what the copy needs (the user's metadata, the keys' layouts,
-  // scratch space for tensors that are not aligned in memory), so that the copy itself can
-  // neither fail nor allocate: the tree changes completely or not at all.
-  metadata user;
-  for (const auto& [key, value] : head.metadata)
-    if (!key.starts_with(reserved_prefix)) user.emplace(key, value);
-  std::vector<std::uint8_t> layout(leaves.size(),
-                                   0);  // 0: keep the tree's, 1: partitionable, 2: legacy
-  std::uint64_t scratch_bytes = 0;
+  // Only now is data read: the matched tensors, each at an 8-byte aligned place of one buffer (so
+  // that data unaligned in the file is aligned here), in file order.
+  std::vector<std::uint64_t> place(leaves.size(), 0);
+  std::uint64_t total = 0;
+  std::vector<std::size_t> order;
   for (std::size_t k = 0; k < leaves.size(); ++k) {
+    if (!match[k]) continue;
+    order.push_back(k);
+    place[k] = total;
+    total += (match[k]->end - match[k]->begin + 7) / 8 * 8;
+  }
+  std::unique_ptr<std::uint64_t[]> buffer(new std::uint64_t[total / 8 + 1]);
+  auto* data = reinterpret_cast<std::byte*>(buffer.get());
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return match[a]->begin < match[b]->begin; });
+  for (const auto k : order)
+    read(match[k]->begin, match[k]->end - match[k]->begin, data + place[k]);
+
+  // The values: a BOOL tensor may hold only 0 and 1, and a narrowing integer load needs every
+  // value to fit.
+  for (const auto k : order) {
+    const auto* t = match[k];
+    std::byte* in = data + place[k];
+    const std::uint64_t n = t->end - t->begin;
+    if (t->type == dtype::BOOL) {
+      for (std::uint64_t b = 0; b < n; ++b)
+        if (in[b] != std::byte{0} && in[b] != std::byte{1})
+          ctx.fail("tensor " + json_quoted(t->name) + " is BOOL, but its byte at file offset " +
+                   std::to_string(head.data_start + t->begin + b) + " is " +
+                   std::to_string(static_cast<int>(in[b])) + ", neither 0 nor 1");
+    }
+    from_little_endian(in, static_cast<std::size_t>(n / info(t->type).size), info(t->type).size);
     visit_leaf(leaves[k].leaf, [&](const auto& leaf) {
       using L = std::remove_cvref_t<decltype(leaf)>;
+      const auto want = layout_of(leaf).type;
+      if (conversion_of(t->type, want) != conversion::narrowing) return;
+      std::string value;
+      std::size_t bad;
+      if constexpr (eigen_leaf<L>)
+        bad = first_out_of_range<typename L::Scalar>(in, t->type, n / info(t->type).size, value);
+      else
+        bad = first_out_of_range<L>(in, t->type, n / info(t->type).size, value);
+      if (bad != static_cast<std::size_t>(-1))
+        ctx.fail("tensor " + json_quoted(t->name) + " (key path " + keystr(leaves[k].path) +
+                 "): element " + std::to_string(bad) + " (row-major) is " + value + ", which " +
+                 std::string(info(want).numpy) + " cannot hold");
+    });
+  }
+
+  // Everything is checked. Prepare what the copy needs (the user's metadata, the keys' layouts),
+  // so that the copy itself can neither fail nor allocate.
+  for (const auto& [key, value] : head.metadata)
+    if (!key.starts_with(reserved_prefix)) report.metadata.emplace(key, value);
+  std::vector<std::uint8_t> layout(leaves.size(),
+                                   0);  // 0: keep the tree's, 1: partitionable, 2: legacy
+  for (const auto k : order) {
+    visit_leaf(leaves[k].leaf, [&](const auto& leaf) {
+      using L = std::remove_cvref_t<decltype(leaf)>;
+      (void)leaf;
       if constexpr (key_leaf<L>) {
         // The file's layout wins; a file that does not say (one written outside grove) keeps
         // the tree's.
-        const auto it = head.metadata.find(std::string(key_layout_prefix) + leaves[k].name);
+        const auto it = head.metadata.find(std::string(key_layout_prefix) + match[k]->name);
         if (it != head.metadata.end()) layout[k] = it->second == "legacy" ? 2 : 1;
-      } else if constexpr (eigen_leaf<L>) {
-        if (needs_scratch<typename L::Scalar>(data + match[k]->begin))
-          scratch_bytes = std::max(scratch_bytes, match[k]->end - match[k]->begin);
       }
     });
   }
-  std::unique_ptr<std::uint64_t[]> scratch(new std::uint64_t[(scratch_bytes + 7) / 8]);
-  auto* scratch_ptr = reinterpret_cast<std::byte*>(scratch.get());
-  for (std::size_t k = 0; k < leaves.size(); ++k) {
+  for (const auto k : order) {
     visit_leaf(leaves[k].leaf, [&](auto& leaf) noexcept {
-      decode(data + match[k]->begin, scratch_ptr, leaf);
+      decode(data + place[k], match[k]->type, leaf);
       if constexpr (key_leaf<std::remove_cvref_t<decltype(leaf)>>) {
         if (layout[k] != 0)
           leaf.layout =
@@ -432,13 +804,14 @@ metadata fill_tree(const reading& ctx, const header& head, GetData&& get_data, T
       }
     });
   }
-  return user;
+  return report;
 }
 
 // Validates and loads a checkpoint held in memory (a whole file's bytes), as load_into does with
 // a file. For the fuzzer and for tests.
 template <class Tree>
-metadata load_bytes_into(const std::byte* bytes, std::size_t size, Tree& tree, const reading& ctx) {
+load_report load_bytes_into(const std::byte* bytes, std::size_t size, Tree& tree,
+                            const reading& ctx, const load_options& options = {}) {
   if (size == 0)
     ctx.fail("the file is empty; a safetensors file starts with an 8-byte header length");
   if (size < 8)
@@ -452,21 +825,26 @@ metadata load_bytes_into(const std::byte* bytes, std::size_t size, Tree& tree, c
     ctx.fail("the header length is " + std::to_string(n) + ", more than safetensors' limit");
   const header head = parse_header(std::string_view(reinterpret_cast<const char*>(bytes) + 8, n),
                                    8 + n, size - 8 - n, ctx);
+  const std::byte* data = bytes + 8 + n;
   return fill_tree(
-      ctx, head, [&] { return bytes + 8 + n; }, tree);
+      ctx, head,
+      [&](std::uint64_t begin, std::uint64_t count, std::byte* out) {
+        std::memcpy(out, data + begin, static_cast<std::size_t>(count));
+      },
+      tree, options);
 }
 
 template <class Tree>
-metadata load_into(std::string_view function, const std::filesystem::path& path, Tree& tree) {
+load_report load_into(std::string_view function, const std::filesystem::path& path, Tree& tree,
+                      const load_options& options) {
   const reading ctx{function, path};
   auto file = read_checkpoint(ctx);
   return fill_tree(
       ctx, file.head,
-      [&] {
-        read_checkpoint_data(ctx, file);
-        return static_cast<const std::byte*>(file.data.get());
+      [&](std::uint64_t begin, std::uint64_t count, std::byte* out) {
+        read_checkpoint_range(ctx, file, begin, count, out);
       },
-      tree);
+      tree, options);
 }
 
 // Appends `s` to `out` as a JSON string (checked to be valid UTF-8 before).
@@ -488,12 +866,17 @@ inline void append_json_string(std::string& out, const std::string& s) {
 /// Leaves: bool, integer, float and double scalars; Eigen::Matrix and Eigen::Array (any size,
 /// any storage order; also maps and other dense expressions) of those; grove::random::Key.
 ///
+/// `options.floats` stores float leaves as F16 or BF16 (rounded to nearest, ties to even), as
+/// PyTorch's `model.half()` / `model.bfloat16()` would; Eigen::half and Eigen::bfloat16 leaves are
+/// always stored as F16 and BF16.
+///
 /// Throws std::invalid_argument for a tree or metadata that cannot be saved (two leaves with the
 /// same simple key path, a user key starting with "grove.", a string that is not UTF-8), before
 /// creating any file; std::system_error when the file cannot be written (its code() says why:
 /// no such directory, permission denied, no space left...).
 template <class Tree>
-void save(const std::filesystem::path& path, const Tree& tree, const metadata& user_metadata = {}) {
+void save(const std::filesystem::path& path, const Tree& tree, const metadata& user_metadata = {},
+          const save_options& options = {}) {
   constexpr std::string_view function = "grove::io::save";
   using namespace detail;
   const auto leaves = named_leaves(tree, function);
@@ -505,7 +888,8 @@ void save(const std::filesystem::path& path, const Tree& tree, const metadata& u
   std::vector<planned> plan;
   plan.reserve(leaves.size());
   for (const auto& nl : leaves) {
-    visit_leaf(nl.leaf, [&](const auto& leaf) { plan.push_back({layout_of(leaf)}); });
+    visit_leaf(nl.leaf,
+               [&](const auto& leaf) { plan.push_back({layout_of(leaf, options.floats)}); });
     check_utf8(nl.name, function, "the tensor name of key path " + keystr(nl.path));
   }
   // The data is laid out by decreasing element size (leaf order within a size), as safetensors'
@@ -578,15 +962,16 @@ void save(const std::filesystem::path& path, const Tree& tree, const metadata& u
   for (const auto i : order) {
     scratch.resize((plan[i].layout.nbytes + 7) / 8);
     auto* bytes = reinterpret_cast<std::byte*>(scratch.data());
-    visit_leaf(leaves[i].leaf, [&](const auto& leaf) { encode(leaf, bytes); });
+    visit_leaf(leaves[i].leaf, [&](const auto& leaf) { encode(leaf, bytes, options.floats); });
     file.write(bytes, plan[i].layout.nbytes);
   }
   file.commit();
 }
 
 /// Reads the checkpoint at `path` into `tree`, whose structure, dtypes and shapes must match the
-/// file's tensors exactly. The whole file is read and checked before `tree` is touched: on any
-/// error `tree` keeps its values. A grove::random::Key leaf takes the layout the file records
+/// file's tensors exactly (F16/BF16 -> F32/F64, F32 -> F64 and integer widening excepted). The
+/// header is checked before any data is read, and only the tensors that fill a leaf are read; on
+/// any error `tree` keeps its values. A grove::random::Key leaf takes the layout the file records
 /// (a file that records none, say one written by Python, leaves the tree's layout).
 ///
 /// Returns the file's user metadata (without grove's own "grove." entries).
@@ -597,7 +982,26 @@ void save(const std::filesystem::path& path, const Tree& tree, const metadata& u
 /// whose leaves would share a tensor name.
 template <class Tree>
 metadata load_into(const std::filesystem::path& path, Tree& tree) {
-  return detail::load_into("grove::io::load_into", path, tree);
+  return detail::load_into("grove::io::load_into", path, tree, {}).metadata;
+}
+
+/// Reads the checkpoint at `path` into `tree` as `options` say (PyTorch's
+/// `load_state_dict(state_dict, strict)`, with renaming and dtype conversion): tensor names pass
+/// through `options.rename` before they are matched with the leaves' simple key paths; with
+/// `options.strict` false, leaves the file lacks keep their values and tensors the tree lacks are
+/// skipped, and the report lists both; `options.convert` allows narrowing dtype conversions.
+///
+/// Returns the report: missing leaves, unexpected tensors, the user metadata.
+///
+/// Throws as load_into(path, tree) does; with `options.strict`, a missing or unexpected tensor is
+/// a format_error that lists them all, and `tree` is untouched. Either way a tensor with another
+/// shape, a dtype the leaf cannot take (F8_E4M3 into a float, F32 into an int, F64 into a float
+/// without `convert`), an integer that does not fit, or two tensors renamed to one name is a
+/// format_error naming the tensor. An exception thrown by `options.rename` propagates, with
+/// `tree` untouched.
+template <class Tree>
+load_report load_into(const std::filesystem::path& path, Tree& tree, const load_options& options) {
+  return detail::load_into("grove::io::load_into", path, tree, options);
 }
 
 /// A tree with `like`'s structure (C++ type, dtypes and shapes) and the file's values; see
@@ -605,12 +1009,23 @@ metadata load_into(const std::filesystem::path& path, Tree& tree) {
 template <class Tree>
 Tree load(const std::filesystem::path& path, const Tree& like) {
   Tree out = like;
-  detail::load_into("grove::io::load", path, out);
+  detail::load_into("grove::io::load", path, out, {});
+  return out;
+}
+
+/// A copy of `like` loaded from `path` as `options` say, with the report; see
+/// load_into(path, tree, options). `auto [params, report] = load(path, like, {.strict = false});`
+template <class Tree>
+load_result<Tree> load(const std::filesystem::path& path, const Tree& like,
+                       const load_options& options) {
+  load_result<Tree> out{like, {}};
+  out.report = detail::load_into("grove::io::load", path, out.tree, options);
   return out;
 }
 
 /// Reads and validates a checkpoint's header (not its data): tensor names, dtypes, shapes,
-/// metadata. Throws as load does.
+/// metadata. Every dtype the safetensors specification names is listed (F8_E4M3, F4, C64, ...),
+/// including those grove cannot load into a leaf. Throws as load does.
 inline checkpoint_info inspect(const std::filesystem::path& path) {
   const detail::reading ctx{"grove::io::inspect", path};
   auto file = detail::read_checkpoint(ctx);

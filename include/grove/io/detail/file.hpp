@@ -48,14 +48,13 @@ inline bool read_at(int fd, std::uint64_t offset, std::byte* out, std::uint64_t 
 
 struct checkpoint_file {
   header head;
-  unique_fd fd;                       // the open file, for read_checkpoint_data
-  std::unique_ptr<std::byte[]> data;  // head.data_size bytes, once read_checkpoint_data has run
+  unique_fd fd;  // the open file, for read_checkpoint_range
 };
 
 // Opens a checkpoint (a regular file only: a FIFO or a device is refused without waiting on it)
 // and reads its header, parsed and validated against the file's size. The data is not read:
-// read_checkpoint_data does that, once the caller has checked the header against what it expects.
-// Nothing is allocated beyond the header's own size and what it describes.
+// read_checkpoint_range reads the tensors wanted, once the caller has checked the header against
+// what it expects. Nothing is allocated beyond the header's own size and what it describes.
 inline checkpoint_file read_checkpoint(const reading& ctx) {
   checkpoint_file out;
   auto opened = open_for_reading(ctx.file, ctx.function);
@@ -85,15 +84,11 @@ inline checkpoint_file read_checkpoint(const reading& ctx) {
   return out;
 }
 
-// Reads the data buffer of a checkpoint that read_checkpoint opened.
-inline void read_checkpoint_data(const reading& ctx, checkpoint_file& file) {
-  if constexpr (sizeof(std::size_t) < sizeof(std::uint64_t)) {
-    if (file.head.data_size > std::numeric_limits<std::size_t>::max())
-      throw_errno(EFBIG, std::string(ctx.function) + ": cannot read " + quoted_path(ctx.file) +
-                             " into memory on this platform");
-  }
-  file.data.reset(new std::byte[static_cast<std::size_t>(file.head.data_size)]);
-  if (!read_at(file.fd.get(), file.head.data_start, file.data.get(), file.head.data_size, ctx))
+// Reads data bytes [begin, begin + n) of a checkpoint that read_checkpoint opened (a positioned
+// read: the rest of the file is not read).
+inline void read_checkpoint_range(const reading& ctx, const checkpoint_file& file,
+                                  std::uint64_t begin, std::uint64_t n, std::byte* out) {
+  if (!read_at(file.fd.get(), file.head.data_start + begin, out, n, ctx))
     ctx.fail("the file ended while its data was being read (did it shrink meanwhile?)");
 }
 

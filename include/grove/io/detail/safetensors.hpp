@@ -31,15 +31,20 @@ namespace grove::io::detail {
 
 // --- dtypes ------------------------------------------------------------------------------------
 
-// Every dtype of the safetensors specification with a whole number of bytes per element. grove
-// reads and writes BOOL, the integers, F32 and F64; the others (F16, BF16, F8_*) are recognised,
-// so that a header using them is valid, but have no C++ leaf type to load into.
+// Every dtype the safetensors specification names, in its order. All of them are valid in a
+// header (so inspect() lists any file); grove loads BOOL, the integers, F16, BF16, F32 and F64
+// into leaves, and the others (F4, F6_*, F8_*, C64) have no C++ leaf type to load into. F4 and
+// F6 pack elements into bits: a tensor of them must fill a whole number of bytes.
 enum class dtype : std::uint8_t {
   BOOL,
+  F4,
+  F6_E2M3,
+  F6_E3M2,
   U8,
   I8,
   F8_E5M2,
   F8_E4M3,
+  F8_E8M0,
   I16,
   U16,
   F16,
@@ -47,34 +52,45 @@ enum class dtype : std::uint8_t {
   I32,
   U32,
   F32,
+  C64,
   F64,
   I64,
   U64
 };
 
+// What a dtype holds, for the conversions a load may make.
+enum class dtype_kind : std::uint8_t { boolean, signed_integer, unsigned_integer, floating, other };
+
 struct dtype_info {
   dtype id;
   std::string_view name;   // as the header spells it: "F32"
-  std::uint8_t size;       // bytes per element
-  std::string_view numpy;  // the name numpy and JAX use: "float32"
+  std::uint8_t bits;       // bits per element (safetensors' bitsize)
+  std::string_view numpy;  // the name numpy, ml_dtypes and JAX use: "float32"
+  dtype_kind kind;
+  std::uint8_t size;  // bytes per element, for the whole-byte dtypes (0 for F4 and F6)
 };
 
 inline constexpr dtype_info dtype_table[] = {
-    {dtype::BOOL, "BOOL", 1, "bool"},
-    {dtype::U8, "U8", 1, "uint8"},
-    {dtype::I8, "I8", 1, "int8"},
-    {dtype::F8_E5M2, "F8_E5M2", 1, "float8_e5m2"},
-    {dtype::F8_E4M3, "F8_E4M3", 1, "float8_e4m3fn"},
-    {dtype::I16, "I16", 2, "int16"},
-    {dtype::U16, "U16", 2, "uint16"},
-    {dtype::F16, "F16", 2, "float16"},
-    {dtype::BF16, "BF16", 2, "bfloat16"},
-    {dtype::I32, "I32", 4, "int32"},
-    {dtype::U32, "U32", 4, "uint32"},
-    {dtype::F32, "F32", 4, "float32"},
-    {dtype::F64, "F64", 8, "float64"},
-    {dtype::I64, "I64", 8, "int64"},
-    {dtype::U64, "U64", 8, "uint64"},
+    {dtype::BOOL, "BOOL", 8, "bool", dtype_kind::boolean, 1},
+    {dtype::F4, "F4", 4, "float4_e2m1fn", dtype_kind::other, 0},
+    {dtype::F6_E2M3, "F6_E2M3", 6, "float6_e2m3fn", dtype_kind::other, 0},
+    {dtype::F6_E3M2, "F6_E3M2", 6, "float6_e3m2fn", dtype_kind::other, 0},
+    {dtype::U8, "U8", 8, "uint8", dtype_kind::unsigned_integer, 1},
+    {dtype::I8, "I8", 8, "int8", dtype_kind::signed_integer, 1},
+    {dtype::F8_E5M2, "F8_E5M2", 8, "float8_e5m2", dtype_kind::other, 1},
+    {dtype::F8_E4M3, "F8_E4M3", 8, "float8_e4m3fn", dtype_kind::other, 1},
+    {dtype::F8_E8M0, "F8_E8M0", 8, "float8_e8m0fnu", dtype_kind::other, 1},
+    {dtype::I16, "I16", 16, "int16", dtype_kind::signed_integer, 2},
+    {dtype::U16, "U16", 16, "uint16", dtype_kind::unsigned_integer, 2},
+    {dtype::F16, "F16", 16, "float16", dtype_kind::floating, 2},
+    {dtype::BF16, "BF16", 16, "bfloat16", dtype_kind::floating, 2},
+    {dtype::I32, "I32", 32, "int32", dtype_kind::signed_integer, 4},
+    {dtype::U32, "U32", 32, "uint32", dtype_kind::unsigned_integer, 4},
+    {dtype::F32, "F32", 32, "float32", dtype_kind::floating, 4},
+    {dtype::C64, "C64", 64, "complex64", dtype_kind::other, 8},
+    {dtype::F64, "F64", 64, "float64", dtype_kind::floating, 8},
+    {dtype::I64, "I64", 64, "int64", dtype_kind::signed_integer, 8},
+    {dtype::U64, "U64", 64, "uint64", dtype_kind::unsigned_integer, 8},
 };
 
 constexpr const dtype_info& info(dtype d) {
@@ -164,15 +180,33 @@ struct header {
   }
 };
 
-// The number of bytes a tensor of this dtype and shape holds, or fails if it overflows 64 bits.
+// The number of bytes a tensor of this dtype and shape holds, or fails if it overflows 64 bits
+// or (for the sub-byte dtypes) does not fill a whole number of bytes.
 inline std::uint64_t tensor_bytes(const tensor_entry& t, const reading& ctx) {
-  std::uint64_t n = info(t.type).size;
   if (std::find(t.shape.begin(), t.shape.end(), std::uint64_t{0}) != t.shape.end()) return 0;
+  std::uint64_t n = 1;
   for (const auto dim : t.shape)
     if (__builtin_mul_overflow(n, dim, &n))
       ctx.fail("tensor " + json_quoted(t.name) + ": shape " + shape_str(t.shape) + " of " +
                std::string(info(t.type).name) + " has more than 2^64 bytes");
-  return n;
+  const unsigned bits = info(t.type).bits;
+  if (bits % 8 == 0) {
+    if (__builtin_mul_overflow(n, std::uint64_t{bits / 8u}, &n))
+      ctx.fail("tensor " + json_quoted(t.name) + ": shape " + shape_str(t.shape) + " of " +
+               std::string(info(t.type).name) + " has more than 2^64 bytes");
+    return n;
+  }
+  // n * bits / 8 without overflowing: n = 8q + r.
+  const std::uint64_t q = n / 8, r = n % 8;
+  if ((r * bits) % 8 != 0)
+    ctx.fail("tensor " + json_quoted(t.name) + ": shape " + shape_str(t.shape) + " of " +
+             std::string(info(t.type).name) + " (" + std::to_string(bits) +
+             " bits each) does not fill a whole number of bytes");
+  std::uint64_t bytes = 0;
+  if (__builtin_mul_overflow(q, std::uint64_t{bits}, &bytes))
+    ctx.fail("tensor " + json_quoted(t.name) + ": shape " + shape_str(t.shape) + " of " +
+             std::string(info(t.type).name) + " has more than 2^64 bytes");
+  return bytes + r * bits / 8;
 }
 
 // The text after nlohmann's "[json.exception.parse_error.101] " prefix, at most 160 characters
