@@ -137,7 +137,7 @@ std::string exact(double x) {
 
 // --- checkpoints ---------------------------------------------------------------------------------
 //
-// A checkpoint is a grove::io::train_state {params, opt_state, key, epoch} whose metadata records
+// A checkpoint is a grove::nn::train_state {params, opt_state, key, epoch} whose metadata records
 // the settings that determine the run (a resumed run must use the same ones) and the metrics of
 // the epochs done, so that a resumed run's --metrics file covers the whole run. Wall times are
 // not part of a run's state: they are left out, so that a resumed run writes the same bytes as
@@ -520,7 +520,7 @@ int train_epochs(const Setup& setup, const Opt& optimizer, Start<State> start, C
     if (!o.save.empty()) {
       io::metadata meta = setup.settings;
       meta[kHistoryKey] = history_text(history);
-      io::save(o.save, io::train_state<Params, State>{params, state, setup.data_key, epoch}, meta);
+      io::save(o.save, nn::train_state<Params, State>{params, state, setup.data_key, epoch}, meta);
     }
   }
   if (leader && o.epochs > start.epochs_done)
@@ -549,7 +549,7 @@ int train(const Setup& setup, const Opt& optimizer, const Placement& where) {
     // The settings first (a clearer message than a shape mismatch), then the state, read into
     // one of the right structure and shapes; the file's key must be this run's.
     check_settings(o.resume, io::inspect(o.resume).metadata, setup.settings);
-    io::train_state<Params, decltype(start.state)> saved{start.params, start.state,
+    nn::train_state<Params, decltype(start.state)> saved{start.params, start.state,
                                                          grove::random::key(0), 0};
     const io::metadata meta = io::load_into(o.resume, saved);
     if (saved.key != setup.data_key)

@@ -13,6 +13,7 @@
 #include "checkpoint_fixture.hpp"
 #include "grove/io/atomic_write.hpp"
 #include "grove/io/checkpoint.hpp"
+#include "grove/nn/train_state.hpp"
 #include "grove/version.hpp"
 
 using namespace ckpt_test;
@@ -271,14 +272,15 @@ TEST_CASE("checkpoint: a training state saves and resumes") {
   // An optimizer state: a tuple (velocities, step count) stands for a registered struct here.
   using Opt = std::tuple<std::vector<Layer>, std::int64_t>;
   std::vector<Layer> params(2, Layer{Eigen::MatrixXf::Random(3, 2), Eigen::VectorXf::Random(3)});
-  io::train_state<std::vector<Layer>, Opt> state{params, Opt{params, 17}, grove::random::key(5), 4};
+  grove::nn::train_state<std::vector<Layer>, Opt> state{params, Opt{params, 17},
+                                                        grove::random::key(5), 4};
   io::save(file, state, {{"optimizer", "momentum"}});
   std::vector<std::string> names;
   for (const auto& t : io::inspect(file).tensors) names.push_back(t.name);
   CHECK(names == std::vector<std::string>{"params/0/w", "params/0/b", "params/1/w", "params/1/b",
                                           "opt_state/0/0/w", "opt_state/0/0/b", "opt_state/0/1/w",
                                           "opt_state/0/1/b", "opt_state/1", "key", "epoch"});
-  io::train_state<std::vector<Layer>, Opt> resumed{
+  grove::nn::train_state<std::vector<Layer>, Opt> resumed{
       std::vector<Layer>(2, Layer{Eigen::MatrixXf::Zero(3, 2), Eigen::VectorXf::Zero(3)}),
       Opt{std::vector<Layer>(2, Layer{Eigen::MatrixXf::Zero(3, 2), Eigen::VectorXf::Zero(3)}), 0},
       grove::random::key(0), 0};
@@ -287,6 +289,12 @@ TEST_CASE("checkpoint: a training state saves and resumes") {
   CHECK(resumed.epoch == 4);
   CHECK(resumed.key == grove::random::key(5));
 }
+
+// Code written against 0.1 keeps compiling (with a deprecation warning) for a release.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static_assert(std::is_same_v<io::train_state<int, double>, grove::nn::train_state<int, double>>);
+#pragma GCC diagnostic pop
 
 TEST_CASE("checkpoint: save overwrites an existing file and creates files as open() would") {
   temp_dir dir;

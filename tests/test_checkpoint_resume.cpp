@@ -72,13 +72,13 @@ void check_resume(const Opt& optimizer, const std::string& name) {
   Params params = nn::init_network_params<float>(sizes, init_key, 0.5f);
   auto state = optimizer.init(params);
   run_epochs(optimizer, params, state, data_key, 1, 2, data);
-  io::save(file, io::train_state<Params, decltype(state)>{params, state, data_key, 2},
+  io::save(file, nn::train_state<Params, decltype(state)>{params, state, data_key, 2},
            {{"optimizer", name}});
   CHECK_FALSE(bits_equal(params, uninterrupted));
 
   // A new process: a state built from other values, filled from the file, resumed.
   const Params other = nn::init_network_params<float>(sizes, gr::key(999), 0.5f);
-  io::train_state<Params, decltype(state)> resumed{other, optimizer.init(other), gr::key(0), 0};
+  nn::train_state<Params, decltype(state)> resumed{other, optimizer.init(other), gr::key(0), 0};
   CHECK(io::load_into(file, resumed) == io::metadata{{"optimizer", name}});
   CHECK(resumed.epoch == 2);
   CHECK(resumed.key == data_key);
@@ -115,10 +115,10 @@ TEST_CASE(
   const auto file = dir / "state.safetensors";
   const Params params = nn::init_network_params<float>(sizes, gr::key(1), 0.5f);
   const auto sgd = nn::sgd(0.1);
-  io::save(file, io::train_state<Params, decltype(sgd.init(params))>{params, sgd.init(params),
+  io::save(file, nn::train_state<Params, decltype(sgd.init(params))>{params, sgd.init(params),
                                                                      gr::key(1), 3});
   const auto adam = nn::adam(1e-3);
-  io::train_state<Params, decltype(adam.init(params))> target{params, adam.init(params), gr::key(0),
+  nn::train_state<Params, decltype(adam.init(params))> target{params, adam.init(params), gr::key(0),
                                                               0};
   try {
     io::load_into(file, target);

@@ -21,6 +21,7 @@
 #include "grove/nn/model.hpp"
 #include "grove/nn/optim.hpp"
 #include "grove/nn/predict.hpp"
+#include "grove/nn/train_state.hpp"
 #include "grove/nn/workspace.hpp"
 #include "grove/random.hpp"
 #include "grove/tree.hpp"

@@ -73,18 +73,6 @@ struct checkpoint_info {
   std::map<std::string, random::key_layout> key_layouts;  // tensor name -> layout, for keys
 };
 
-/// The state of a training run, saved for --resume: parameters, optimizer state, the random key
-/// the next epoch starts from, and the number of epochs done. A pytree node with key paths
-/// `params/...`, `opt_state/...`, `key`, `epoch`.
-template <class Params, class OptState>
-struct train_state {
-  Params params;
-  OptState opt_state;
-  random::Key key;
-  std::int64_t epoch = 0;
-};
-GROVE_NODE(train_state, params, opt_state, key, epoch);
-
 /// How load() and load_into() match a file's tensors to a tree's leaves, following PyTorch's
 /// `load_state_dict(strict=...)`. With designated initialisers:
 /// `load_into(path, tree, {.strict = false, .rename = torch_names})`.
