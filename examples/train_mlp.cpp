@@ -944,8 +944,9 @@ int main(int argc, char** argv) {
                  "schedule's steps for cosine, as optax does)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  app.add_option("--lr", o.lr,
-                 "Initial learning rate [default: adam 0.001, momentum 0.03, sgd 0.3]")
+  app.add_option(
+         "--lr", o.lr,
+         "Initial (peak) learning rate [default: adam and adamw 0.001, momentum 0.03, sgd 0.3]")
       ->check(finite_number())
       ->check(CLI::PositiveNumber);
   app.add_option("--lr-decay", o.lr_decay,
