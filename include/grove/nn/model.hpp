@@ -14,8 +14,12 @@
 // value, each activation and its derivative in one pass over the product's slice while it is in
 // cache, the loss and its gradient per column in the same team, and (train_step with sgd) the
 // update inside the backward products. Any other model runs layer by layer through the layer
-// protocol (grove/nn/layer.hpp), its dense layers on the same products. Both allocate nothing
-// once the workspace has seen the model and the batch size.
+// protocol (grove/nn/layer.hpp), its dense layers on the same products: on one OpenMP team for
+// the whole pass when every layer can share one (grove's all can; see layer.hpp), each dense
+// layer followed by an activation as one step (the activation, or backwards its derivative, on
+// each thread's slice of the product while it is in cache), layer norms, residual sums and
+// activations shared among the threads. Both allocate nothing once the workspace has seen the
+// model and the batch size.
 #pragma once
 
 #include <Eigen/Core>
