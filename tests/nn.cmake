@@ -9,7 +9,7 @@
 # so that the threaded paths are the ones tested (grove::grove itself does not require OpenMP).
 find_package(OpenMP COMPONENTS CXX)
 
-grove_test(test_nn test_nn.cpp test_nn_optim.cpp test_nn_model.cpp)
+grove_test(test_nn test_nn.cpp test_nn_optim.cpp test_nn_model.cpp test_nn_team.cpp)
 grove_test(test_nn_alloc test_nn_alloc.cpp)
 foreach(_grove_nn_test IN ITEMS test_nn test_nn_alloc)
   if(OpenMP_CXX_FOUND)

@@ -27,6 +27,19 @@
 //   Index saved_size(Index in, Index batch) const;   elements of `saved` (default: 0)
 //   std::string name() const;                   how errors call it (default: "layer")
 //
+// Sharing a team of threads (optional). grove runs a model layer by layer in one OpenMP team for
+// the whole pass when every layer in it says that it can share one; a layer says so with
+//
+//   static constexpr bool shares_team = true;
+//
+// Its forward and backward are then called by every thread of the team at once, with the same
+// arguments and ctx.thread (0 ... ctx.threads - 1) telling them apart: each thread computes its
+// own part of y (or of dx and grads), and the layer calls nn::team_barrier(ctx) (every thread
+// the same number of times) before it returns, so that the next layer sees y complete. With
+// ctx.threads == 1 it is an ordinary call. A model with any layer that does not say so (a user's
+// layer that knows nothing of threads) runs as before: every layer on the calling thread, grove's
+// products each on a team of their own. grove's own layers all share teams.
+//
 // grove checks every layer's input width (against input_features) before a pass starts, and
 // throws grove::shape_error naming the layer by its key path; forward and backward may assume the
 // shapes fit. A forward pass in training (ctx.training) is followed by the backward pass of the
@@ -46,6 +59,7 @@
 #include <variant>
 #include <vector>
 
+#include "grove/detail/threads.hpp"
 #include "grove/error.hpp"
 #include "grove/nn/activations.hpp"
 #include "grove/nn/dense.hpp"
@@ -68,7 +82,17 @@ struct layer_context {
   const random::Key* key = nullptr;
   /// grove's own state for the pass (the matrix products' per-thread memory); not for users.
   void* detail = nullptr;
+  /// In a pass that runs in one team (see "Sharing a team" above): this thread's index in it.
+  int thread = 0;
+  /// The team's size; 1 when the layer is called on one thread only.
+  int threads = 1;
 };
+
+/// Waits until every thread of the pass's team has arrived (nothing with one thread): what a layer
+/// that shares a team calls between its phases and before it returns.
+inline void team_barrier(const layer_context& ctx) {
+  ::grove::detail::barrier(ctx.threads);
+}
 
 namespace detail {
 
@@ -122,6 +146,17 @@ Index input_features(const L& layer) {
     return layer.input_features();
   else
     return -1;
+}
+
+// Whether layer L's passes may run on every thread of a team at once (see "Sharing a team").
+template <class L>
+constexpr bool shares_team() {
+  if constexpr (activation<L>)
+    return true;
+  else if constexpr (requires { L::shares_team; })
+    return static_cast<bool>(L::shares_team);
+  else
+    return false;
 }
 
 template <class L>

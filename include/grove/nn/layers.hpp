@@ -47,17 +47,29 @@ Index saved_size(const L& layer, Index in, Index batch) {
     return 0;
 }
 
+// Elements [r.begin, r.end) of an array in memory, as an Eigen array.
+template <class T>
+auto flat_part(T* p, const Range& r) {
+  using A = Eigen::Array<std::remove_const_t<T>, Eigen::Dynamic, 1>;
+  return Eigen::Map<std::conditional_t<std::is_const_v<T>, const A, A>>(p + r.begin, r.size());
+}
+
 template <class T, class L, class P>
 void forward_layer(const L& layer, const P& params, ConstMatrixMap<T> x, MatrixMap<T> y,
                    std::span<T> saved, const layer_context& ctx) {
   if constexpr (activation<L>) {
-    if (ctx.training) {
-      // f(x) and f'(x) in one pass: the backward pass is then one multiplication.
-      std::copy(x.data(), x.data() + x.size(), saved.data());
-      layer.forward_train(saved.data(), y.data(), x.size());
-    } else {
-      layer.forward(x.data(), y.data(), x.size());
+    // Each thread of the team its own contiguous part of the batch in memory.
+    const Range r = share(x.size(), ctx.thread, ctx.threads);
+    if (!r.empty()) {
+      if (ctx.training) {
+        // f(x) and f'(x) in one pass: the backward pass is then one multiplication.
+        std::copy(x.data() + r.begin, x.data() + r.end, saved.data() + r.begin);
+        layer.forward_train(saved.data() + r.begin, y.data() + r.begin, r.size());
+      } else {
+        layer.forward(x.data() + r.begin, y.data() + r.begin, r.size());
+      }
     }
+    barrier(ctx.threads);
   } else {
     layer.template forward<T>(params, x, y, saved, ctx);
   }
@@ -68,10 +80,12 @@ void backward_layer(const L& layer, const P& params, ConstMatrixMap<T> x, ConstM
                     ConstMatrixMap<T> dy, P& grads, MatrixMap<T> dx, std::span<T> saved,
                     const layer_context& ctx) {
   if constexpr (activation<L>) {
-    if (dx.size() != 0)
-      dx.array() =
-          dy.array() * Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(saved.data(), dy.size())
-                           .reshaped(dy.rows(), dy.cols());
+    if (dx.size() != 0) {
+      const Range r = share(dy.size(), ctx.thread, ctx.threads);
+      if (!r.empty())
+        flat_part(dx.data(), r) = flat_part(dy.data(), r) * flat_part(saved.data(), r);
+    }
+    barrier(ctx.threads);
   } else {
     layer.template backward<T>(params, x, y, dy, grads, dx, saved, ctx);
   }
@@ -130,9 +144,42 @@ template <class T>
 GemmScratch<T>* gemm_scratch_of(const layer_context& ctx, int threads) {
   if (ctx.detail == nullptr) return nullptr;
   auto& s = static_cast<Workspace<T>*>(ctx.detail)->scratch();
-  if (static_cast<int>(s.size()) < threads) s.resize(static_cast<std::size_t>(threads));
+  // (In a team the pass has sized it before the team started: see model.hpp.)
+  if (ctx.threads == 1 && static_cast<int>(s.size()) < threads)
+    s.resize(static_cast<std::size_t>(threads));
   return s.data();
 }
+
+// Runs body(tid, team, scratch) on the pass's team when the layer is called by one (every thread
+// with its own part, then a barrier), else on a team of the products' own (grove's threads).
+// Each thread reserves its own scratch: nothing is allocated once it has seen the shapes.
+template <class T, class Body>
+void on_team(const layer_context& ctx, Body&& body) {
+  if (ctx.threads > 1) {
+    GemmScratch<T>* scratch = gemm_scratch_of<T>(ctx, ctx.threads);
+    if (scratch) {
+      body(ctx.thread, ctx.threads, scratch[ctx.thread]);
+    } else {
+      GemmScratch<T> local;
+      body(ctx.thread, ctx.threads, local);
+    }
+    barrier(ctx.threads);
+    return;
+  }
+  const int nt = ctx.detail ? max_threads() : 1;
+  GemmScratch<T>* scratch = gemm_scratch_of<T>(ctx, nt);
+  if (!scratch) {
+    GemmScratch<T> local;
+    body(0, 1, local);
+    return;
+  }
+  parallel(nt, [&](int tid, int team) { body(tid, team, scratch[tid]); });
+}
+
+// The epilogue of a product that has none.
+struct no_epilogue {
+  void operator()(Index, Index, Index) const {}
+};
 
 template <std::size_t N, class F>
 void for_index(F&& f) {
@@ -174,6 +221,7 @@ struct DenseLayer {
   }
   Index input_features() const { return in; }
   Index output_features(Index) const { return out; }
+  static constexpr bool shares_team = true;
 
   /// (w_key, b_key) = split(key); w = the initializer of (w_key, (out, in)); b = 0.
   template <class T>
@@ -197,47 +245,55 @@ struct DenseLayer {
 
   /// y = w x + b: one product over the threads of one team, the bias as its initial value.
   template <class T>
-  void forward(const Dense<T>& p, ConstMatrixMap<T> x, MatrixMap<T> y, std::span<T>,
+  void forward(const Dense<T>& p, ConstMatrixMap<T> x, MatrixMap<T> y, std::span<T> saved,
                const layer_context& ctx) const {
+    forward_then(p, x, y, saved, ctx, detail::no_epilogue{});
+  }
+
+  /// forward, and then epilogue(j, begin, end) on each column piece [begin, end) of y that this
+  /// thread computed, while it is in cache (a sequence fuses the activation after it this way).
+  template <class T, class Epilogue>
+  void forward_then(const Dense<T>& p, ConstMatrixMap<T> x, MatrixMap<T> y, std::span<T>,
+                    const layer_context& ctx, Epilogue&& epilogue) const {
     using namespace detail;
     const Index batch = x.cols();
-    const int nt = ctx.detail ? max_threads() : 1;
-    GemmScratch<T> local;
-    GemmScratch<T>* scratch = gemm_scratch_of<T>(ctx, nt);
-    if (!scratch) scratch = &local;
-    for (int tid = 0; tid < nt; ++tid)
-      engine<T>::reserve_slice(scratch[tid], out, batch, in, tid, nt);
     const View<const T> w{p.w.data(), out, in, out}, xv{x.data(), in, batch, in};
     const View<T> yv{y.data(), out, batch, out};
-    parallel(nt, [&](int tid, int team) {
+    on_team<T>(ctx, [&](int tid, int team, GemmScratch<T>& scratch) {
       const Slice s = slice_of(out, batch, in, tid, team);
       if (s.empty()) return;
+      scratch.reserve(s.rows.size(), s.cols.size(), in);
       for (Index j = s.cols.begin; j < s.cols.end; ++j)
         std::copy(p.b.data() + s.rows.begin, p.b.data() + s.rows.end, yv.col(j) + s.rows.begin);
-      gemm_slice<false, false>(s, w, xv, yv, T(1), scratch[tid]);
+      gemm_slice<false, false>(s, w, xv, yv, T(1), scratch);
+      for (Index j = s.cols.begin; j < s.cols.end; ++j) epilogue(j, s.rows.begin, s.rows.end);
     });
   }
 
   /// dw = dy x^T, db = the row sums of dy, dx = w^T dy: three independent products in one team.
   template <class T>
-  void backward(const Dense<T>& p, ConstMatrixMap<T> x, ConstMatrixMap<T>, ConstMatrixMap<T> dy,
-                Dense<T>& g, MatrixMap<T> dx, std::span<T>, const layer_context& ctx) const {
+  void backward(const Dense<T>& p, ConstMatrixMap<T> x, ConstMatrixMap<T> y, ConstMatrixMap<T> dy,
+                Dense<T>& g, MatrixMap<T> dx, std::span<T> saved, const layer_context& ctx) const {
+    backward_then(p, x, y, dy, g, dx, saved, ctx, detail::no_epilogue{});
+  }
+
+  /// backward, and then epilogue(j, begin, end) on each column piece of dx that this thread
+  /// computed (a sequence fuses the derivative of the activation before it this way).
+  template <class T, class Epilogue>
+  void backward_then(const Dense<T>& p, ConstMatrixMap<T> x, ConstMatrixMap<T>,
+                     ConstMatrixMap<T> dy, Dense<T>& g, MatrixMap<T> dx, std::span<T>,
+                     const layer_context& ctx, Epilogue&& epilogue) const {
     using namespace detail;
     const Index batch = x.cols();
     const bool want_dx = dx.size() != 0;
-    const int nt = ctx.detail ? max_threads() : 1;
-    GemmScratch<T> local;
-    GemmScratch<T>* scratch = gemm_scratch_of<T>(ctx, nt);
-    if (!scratch) scratch = &local;
-    for (int tid = 0; tid < nt; ++tid) {
-      engine<T>::reserve_slice(scratch[tid], out, in, batch, tid, nt);
-      if (want_dx) engine<T>::reserve_slice(scratch[tid], in, batch, out, tid, nt);
-    }
     const View<const T> w{p.w.data(), out, in, out}, xv{x.data(), in, batch, in},
         dyv{dy.data(), out, batch, out};
-    parallel(nt, [&](int tid, int team) {
-      gemm_slice<false, true>(slice_of(out, in, batch, tid, team), dyv, xv,
-                              View<T>{g.w.data(), out, in, out}, T(1), scratch[tid],
+    on_team<T>(ctx, [&](int tid, int team, GemmScratch<T>& scratch) {
+      const Slice sw = slice_of(out, in, batch, tid, team);
+      if (!sw.empty()) scratch.reserve(sw.rows.size(), sw.cols.size(), batch);
+      const Slice sx = want_dx ? slice_of(in, batch, out, tid, team) : Slice{};
+      if (!sx.empty()) scratch.reserve(sx.rows.size(), sx.cols.size(), out);
+      gemm_slice<false, true>(sw, dyv, xv, View<T>{g.w.data(), out, in, out}, T(1), scratch,
                               Into::overwrite);
       const Range r = share(out, tid, team);
       if (!r.empty()) {
@@ -245,10 +301,11 @@ struct DenseLayer {
         db.setZero();
         for (Index j = 0; j < batch; ++j) db += dy.col(j).segment(r.begin, r.size());
       }
-      if (want_dx)
-        gemm_slice<true, false>(slice_of(in, batch, out, tid, team), w, dyv,
-                                View<T>{dx.data(), in, batch, in}, T(1), scratch[tid],
+      if (!sx.empty()) {
+        gemm_slice<true, false>(sx, w, dyv, View<T>{dx.data(), in, batch, in}, T(1), scratch,
                                 Into::overwrite);
+        for (Index j = sx.cols.begin; j < sx.cols.end; ++j) epilogue(j, sx.rows.begin, sx.rows.end);
+      }
     });
   }
 
@@ -303,6 +360,7 @@ struct LayerNorm {
 
   std::string name() const { return "LayerNorm(" + std::to_string(features) + ")"; }
   Index input_features() const { return features; }
+  static constexpr bool shares_team = true;
   /// The normalised input and each column's 1 / sqrt(v + eps), for the backward pass.
   Index saved_size(Index in, Index batch) const {
     return detail::aligned(in * batch) + detail::aligned(batch);
@@ -330,7 +388,9 @@ struct LayerNorm {
     const T e = static_cast<T>(eps);
     T* xhat = saved.data();
     T* rstd = saved.data() + detail::aligned(n * batch);
-    for (Index j = 0; j < batch; ++j) {
+    // Each thread its own examples (columns).
+    const detail::Range cols = detail::share(batch, ctx.thread, ctx.threads, 1);
+    for (Index j = cols.begin; j < cols.end; ++j) {
       const auto xj = x.col(j).array();
       const T mean = xj.sum() / static_cast<T>(n);
       const T var = (xj - mean).square().sum() / static_cast<T>(n);
@@ -343,6 +403,7 @@ struct LayerNorm {
       }
       yj = yj * p.scale.array() + p.bias.array();
     }
+    team_barrier(ctx);
   }
 
   /// dscale = sum over examples of dy xhat, dbias = sum of dy; with g = dy scale,
@@ -350,24 +411,37 @@ struct LayerNorm {
   template <class T>
   void backward(const LayerNormParams<T>& p, ConstMatrixMap<T> x, ConstMatrixMap<T>,
                 ConstMatrixMap<T> dy, LayerNormParams<T>& g, MatrixMap<T> dx, std::span<T> saved,
-                const layer_context&) const {
+                const layer_context& ctx) const {
     const Index n = x.rows(), batch = x.cols();
     const T* xhat = saved.data();
     const T* rstd = saved.data() + detail::aligned(n * batch);
-    g.scale.setZero();
-    g.bias.setZero();
-    for (Index j = 0; j < batch; ++j) {
-      const Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> xh(xhat + j * n, n);
-      const auto dyj = dy.col(j).array();
-      g.scale.array() += dyj * xh;
-      g.bias.array() += dyj;
-      if (dx.size() != 0) {
-        const auto gj = dyj * p.scale.array();
+    // The parameters' gradients, sums over the examples: each thread its own features, summed in
+    // example order (as one thread sums them).
+    const detail::Range rows = detail::share(n, ctx.thread, ctx.threads);
+    if (!rows.empty()) {
+      auto gs = g.scale.segment(rows.begin, rows.size()).array();
+      auto gb = g.bias.segment(rows.begin, rows.size()).array();
+      gs.setZero();
+      gb.setZero();
+      for (Index j = 0; j < batch; ++j) {
+        const auto dyj = dy.col(j).segment(rows.begin, rows.size()).array();
+        gs += dyj * Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(xhat + j * n + rows.begin,
+                                                                         rows.size());
+        gb += dyj;
+      }
+    }
+    // The input's gradient, per example: each thread its own examples.
+    if (dx.size() != 0) {
+      const detail::Range cols = detail::share(batch, ctx.thread, ctx.threads, 1);
+      for (Index j = cols.begin; j < cols.end; ++j) {
+        const Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> xh(xhat + j * n, n);
+        const auto gj = dy.col(j).array() * p.scale.array();
         const T mean_g = gj.sum() / static_cast<T>(n);
         const T mean_gx = (gj * xh).sum() / static_cast<T>(n);
         dx.col(j).array() = rstd[j] * (gj - mean_g - xh * mean_gx);
       }
     }
+    team_barrier(ctx);
   }
 };
 
@@ -393,6 +467,7 @@ struct Dropout {
   double rate = 0;
 
   std::string name() const { return "Dropout(" + std::to_string(rate) + ")"; }
+  static constexpr bool shares_team = true;  // (its passes run on the team's first thread)
   Index saved_size(Index in, Index batch) const { return rate > 0 ? in * batch : 0; }
 
   template <class T>
@@ -402,8 +477,14 @@ struct Dropout {
   bool active(const layer_context& ctx) const { return rate > 0 && ctx.training && ctx.key; }
 
   template <class T>
-  void forward(const std::monostate&, ConstMatrixMap<T> x, MatrixMap<T> y, std::span<T> saved,
+  void forward(const std::monostate& p, ConstMatrixMap<T> x, MatrixMap<T> y, std::span<T> saved,
                const layer_context& ctx) const {
+    if (ctx.threads > 1) {
+      if (ctx.thread == 0)
+        forward<T>(p, x, y, saved, layer_context{ctx.training, ctx.key, ctx.detail});
+      team_barrier(ctx);
+      return;
+    }
     if (!active(ctx)) {
       y = x;
       return;
@@ -419,9 +500,15 @@ struct Dropout {
   }
 
   template <class T>
-  void backward(const std::monostate&, ConstMatrixMap<T>, ConstMatrixMap<T>, ConstMatrixMap<T> dy,
-                std::monostate&, MatrixMap<T> dx, std::span<T> saved,
+  void backward(const std::monostate& p, ConstMatrixMap<T> x, ConstMatrixMap<T> y,
+                ConstMatrixMap<T> dy, std::monostate& g, MatrixMap<T> dx, std::span<T> saved,
                 const layer_context& ctx) const {
+    if (ctx.threads > 1) {
+      if (ctx.thread == 0)
+        backward<T>(p, x, y, dy, g, dx, saved, layer_context{ctx.training, ctx.key, ctx.detail});
+      team_barrier(ctx);
+      return;
+    }
     if (dx.size() == 0) return;
     if (!active(ctx)) {
       dx = dy;
@@ -458,6 +545,7 @@ struct Residual {
   Block block;
 
   std::string name() const { return "Residual"; }
+  static constexpr bool shares_team = detail::shares_team<Block>();
   template <class T>
   auto init(const random::Key& key) const {
     return detail::init_layer<T>(block, key);
@@ -485,7 +573,11 @@ struct Residual {
     const Index n = x.size();
     MatrixMap<T> by(saved.data(), x.rows(), x.cols());
     detail::forward_layer<T>(block, p, x, by, inner(saved, n), ctx);
-    y = x + by;
+    const detail::Range r = detail::share(n, ctx.thread, ctx.threads);
+    if (!r.empty())
+      detail::flat_part(y.data(), r) =
+          detail::flat_part(x.data(), r) + detail::flat_part(by.data(), r);
+    team_barrier(ctx);
   }
   template <class T, class P>
   void backward(const P& p, ConstMatrixMap<T> x, ConstMatrixMap<T>, ConstMatrixMap<T> dy, P& g,
@@ -496,7 +588,13 @@ struct Residual {
     MatrixMap<T> dxb(saved.data() + detail::aligned(n), want_dx ? x.rows() : 0,
                      want_dx ? x.cols() : 0);
     detail::backward_layer<T>(block, p, x, by, dy, g, dxb, inner(saved, n), ctx);
-    if (want_dx) dx = dy + dxb;
+    if (want_dx) {
+      const detail::Range r = detail::share(n, ctx.thread, ctx.threads);
+      if (!r.empty())
+        detail::flat_part(dx.data(), r) =
+            detail::flat_part(dy.data(), r) + detail::flat_part(dxb.data(), r);
+    }
+    team_barrier(ctx);
   }
 
  private:
@@ -552,8 +650,32 @@ std::array<Index, 3> layout(std::size_t n, Index in, Index batch, Out&& get_out,
   return {at, g, widest};
 }
 
+// Place i of a sequence (see layout).
+template <class Out, class Saved>
+child_place place_of(std::size_t n, Index in, Index batch, Out&& get_out, Saved&& get_saved,
+                     std::size_t i) {
+  child_place c;
+  layout(n, in, batch, get_out, get_saved, [&](std::size_t k, const child_place& p) {
+    if (k == i) c = p;
+  });
+  return c;
+}
+
+// The context of child i: the sequence's, with the child's own key (fold_in(key, i)).
+inline layer_context child_context(const layer_context& ctx, std::size_t i, random::Key& key) {
+  layer_context child = ctx;
+  if (ctx.key) {
+    key = random::fold_in(*ctx.key, static_cast<std::uint32_t>(i));
+    child.key = &key;
+  }
+  return child;
+}
+
 // The passes of a sequence of n children, whatever holds them (a tuple or a vector):
-// with_child(i, f) calls f(child_layer, its params, its grads or nullptr).
+// with_child(i, f) calls f(child_layer, its params, its grads or nullptr). A dense layer followed
+// by an activation runs as one step: each thread applies the activation (forward), or its
+// derivative (backward), to the piece of the product it has just computed, while it is in cache,
+// as the fused engine does.
 template <class T, class WithChild>
 void sequence_forward(std::size_t n, WithChild&& with_child, ConstMatrixMap<T> x, MatrixMap<T> y,
                       std::span<T> saved, const layer_context& ctx) {
@@ -569,19 +691,52 @@ void sequence_forward(std::size_t n, WithChild&& with_child, ConstMatrixMap<T> x
     with_child(i, [&](const auto& l, const auto&, auto*) { s = saved_size(l, in, batch); });
     return s;
   };
+  auto part = [&](const child_place& c) {
+    return saved.subspan(static_cast<std::size_t>(c.saved_at), static_cast<std::size_t>(c.saved));
+  };
+  auto output_of = [&](const child_place& c) {
+    return c.output_at < 0 ? y.data() : saved.data() + c.output_at;
+  };
+  bool skip = false;  // child i was run with child i - 1
   layout(n, x.rows(), batch, get_out, get_saved, [&](std::size_t i, const child_place& c) {
-    T* out = c.output_at < 0 ? y.data() : saved.data() + c.output_at;
-    random::Key key;
-    layer_context child = ctx;
-    if (ctx.key) {
-      key = random::fold_in(*ctx.key, static_cast<std::uint32_t>(i));
-      child.key = &key;
+    T* out = output_of(c);
+    if (skip) {
+      skip = false;
+      input = out;
+      return;
     }
+    random::Key key;
+    const layer_context child = child_context(ctx, i, key);
     with_child(i, [&](const auto& l, const auto& p, auto*) {
-      forward_layer<T>(
-          l, p, ConstMatrixMap<T>(input, c.in, batch), MatrixMap<T>(out, c.out, batch),
-          saved.subspan(static_cast<std::size_t>(c.saved_at), static_cast<std::size_t>(c.saved)),
-          child);
+      using L = std::remove_cvref_t<decltype(l)>;
+      if constexpr (std::is_same_v<L, DenseLayer>) {
+        if (i + 1 < n) {
+          with_child(i + 1, [&](const auto& act, const auto&, auto*) {
+            using A = std::remove_cvref_t<decltype(act)>;
+            if constexpr (activation<A>) {
+              const child_place next = place_of(n, x.rows(), batch, get_out, get_saved, i + 1);
+              T* a = output_of(next);
+              T* d = saved.data() + next.saved_at;
+              const bool training = ctx.training;
+              l.template forward_then<T>(p, ConstMatrixMap<T>(input, c.in, batch),
+                                         MatrixMap<T>(out, c.out, batch), part(c), child,
+                                         [&](Index j, Index begin, Index end) {
+                                           const Index at = j * c.out + begin, len = end - begin;
+                                           if (training) {
+                                             std::copy(out + at, out + at + len, d + at);
+                                             act.forward_train(d + at, a + at, len);
+                                           } else {
+                                             act.forward(out + at, a + at, len);
+                                           }
+                                         });
+              skip = true;
+            }
+          });
+        }
+      }
+      if (!skip)
+        forward_layer<T>(l, p, ConstMatrixMap<T>(input, c.in, batch),
+                         MatrixMap<T>(out, c.out, batch), part(c), child);
     });
     input = out;
   });
@@ -602,36 +757,66 @@ void sequence_backward(std::size_t n, WithChild&& with_child, ConstMatrixMap<T> 
     with_child(i, [&](const auto& l, const auto&, auto*) { s = saved_size(l, in, batch); });
     return s;
   };
-  // The places, in a small fixed array for short sequences, recomputed otherwise.
   const auto [total, g_at, widest] =
       layout(n, x.rows(), batch, get_out, get_saved, [](std::size_t, const child_place&) {});
   (void)total;
   T* g[2] = {saved.data() + g_at, saved.data() + g_at + aligned(widest * batch)};
+  // Where child r reads the gradient of its output, and where it writes that of its input.
+  const T* d_out = dy.data();
+  auto other = [&](const T* p) { return p == g[0] ? g[1] : g[0]; };
+  auto input_of = [&](std::size_t r) -> const T* {
+    if (r == 0) return x.data();
+    return saved.data() + place_of(n, x.rows(), batch, get_out, get_saved, r - 1).output_at;
+  };
+  auto part = [&](const child_place& c) {
+    return saved.subspan(static_cast<std::size_t>(c.saved_at), static_cast<std::size_t>(c.saved));
+  };
   for (std::size_t r = n; r-- > 0;) {
-    child_place c;
-    const T* input = x.data();
-    layout(n, x.rows(), batch, get_out, get_saved, [&](std::size_t i, const child_place& p) {
-      if (i == r) c = p;
-      if (i + 1 == r) input = saved.data() + p.output_at;
-    });
+    const child_place c = place_of(n, x.rows(), batch, get_out, get_saved, r);
+    const T* input = input_of(r);
     const T* output = c.output_at < 0 ? y.data() : saved.data() + c.output_at;
-    const T* d_out = r + 1 == n ? dy.data() : g[r % 2];
-    const bool want_dx = r > 0 || dx.size() != 0;
-    T* d_in = r == 0 ? dx.data() : g[(r + 1) % 2];
     random::Key key;
-    layer_context child = ctx;
-    if (ctx.key) {
-      key = random::fold_in(*ctx.key, static_cast<std::uint32_t>(r));
-      child.key = &key;
-    }
+    const layer_context child = child_context(ctx, r, key);
+    bool fused = false;
     with_child(r, [&](const auto& l, const auto& p, auto* gp) {
-      backward_layer<T>(
-          l, p, ConstMatrixMap<T>(input, c.in, batch), ConstMatrixMap<T>(output, c.out, batch),
-          ConstMatrixMap<T>(d_out, c.out, batch), *gp,
-          MatrixMap<T>(d_in, want_dx ? c.in : 0, want_dx ? batch : 0),
-          saved.subspan(static_cast<std::size_t>(c.saved_at), static_cast<std::size_t>(c.saved)),
-          child);
+      using L = std::remove_cvref_t<decltype(l)>;
+      if constexpr (std::is_same_v<L, DenseLayer>) {
+        if (r > 0) {
+          with_child(r - 1, [&](const auto& act, const auto&, auto*) {
+            using A = std::remove_cvref_t<decltype(act)>;
+            if constexpr (activation<A>) {
+              // dx of the dense layer, times f' of the activation before it, in place: the
+              // gradient of the activation's input.
+              const child_place prev = place_of(n, x.rows(), batch, get_out, get_saved, r - 1);
+              const bool want = r - 1 > 0 || dx.size() != 0;
+              T* d_in = r - 1 == 0 ? dx.data() : other(d_out);
+              const T* d = saved.data() + prev.saved_at;
+              l.template backward_then<T>(p, ConstMatrixMap<T>(input, c.in, batch),
+                                          ConstMatrixMap<T>(output, c.out, batch),
+                                          ConstMatrixMap<T>(d_out, c.out, batch), *gp,
+                                          MatrixMap<T>(d_in, want ? c.in : 0, want ? batch : 0),
+                                          part(c), child, [&](Index j, Index begin, Index end) {
+                                            const Index at = j * c.in + begin;
+                                            flat_part(d_in, Range{at, at + end - begin}) *=
+                                                flat_part(d, Range{at, at + end - begin});
+                                          });
+              d_out = d_in;
+              fused = true;
+            }
+          });
+        }
+      }
+      if (!fused) {
+        const bool want_dx = r > 0 || dx.size() != 0;
+        T* d_in = r == 0 ? dx.data() : other(d_out);
+        backward_layer<T>(
+            l, p, ConstMatrixMap<T>(input, c.in, batch), ConstMatrixMap<T>(output, c.out, batch),
+            ConstMatrixMap<T>(d_out, c.out, batch), *gp,
+            MatrixMap<T>(d_in, want_dx ? c.in : 0, want_dx ? batch : 0), part(c), child);
+        d_out = d_in;
+      }
     });
+    if (fused) --r;  // the activation before it is done
   }
 }
 
@@ -664,6 +849,7 @@ struct Sequential {
 
   static constexpr std::size_t size() { return sizeof...(Layers); }
   std::string name() const { return "Sequential"; }
+  static constexpr bool shares_team = (detail::shares_team<Layers>() && ...);
 
   template <class T>
   std::tuple<params_t<Layers, T>...> init(const random::Key& key) const {
@@ -755,6 +941,7 @@ struct Stack {
 
   std::size_t size() const { return layers.size(); }
   std::string name() const { return "Sequential"; }
+  static constexpr bool shares_team = detail::shares_team<L>();
 
   template <class T>
   std::vector<params_t<L, T>> init(const random::Key& key) const {
@@ -795,7 +982,8 @@ struct Stack {
   void forward(const std::vector<P>& p, ConstMatrixMap<T> x, MatrixMap<T> y, std::span<T> saved,
                const layer_context& ctx) const {
     if (layers.empty()) {
-      y = x;
+      if (ctx.thread == 0) y = x;
+      team_barrier(ctx);
       return;
     }
     detail::sequence_forward<T>(
@@ -807,7 +995,8 @@ struct Stack {
                 ConstMatrixMap<T> dy, std::vector<P>& g, MatrixMap<T> dx, std::span<T> saved,
                 const layer_context& ctx) const {
     if (layers.empty()) {
-      if (dx.size() != 0) dx = dy;
+      if (dx.size() != 0 && ctx.thread == 0) dx = dy;
+      team_barrier(ctx);
       return;
     }
     detail::sequence_backward<T>(

@@ -14,8 +14,12 @@
 // value, each activation and its derivative in one pass over the product's slice while it is in
 // cache, the loss and its gradient per column in the same team, and (train_step with sgd) the
 // update inside the backward products. Any other model runs layer by layer through the layer
-// protocol (grove/nn/layer.hpp), its dense layers on the same products. Both allocate nothing
-// once the workspace has seen the model and the batch size.
+// protocol (grove/nn/layer.hpp), its dense layers on the same products: on one OpenMP team for
+// the whole pass when every layer can share one (grove's all can; see layer.hpp), each dense
+// layer followed by an activation as one step (the activation, or backwards its derivative, on
+// each thread's slice of the product while it is in cache), layer norms, residual sums and
+// activations shared among the threads. Both allocate nothing once the workspace has seen the
+// model and the batch size.
 #pragma once
 
 #include <Eigen/Core>
@@ -152,6 +156,26 @@ Index check_model(const char* function, const M& m, const P& params, Index in) {
 template <class T>
 using BatchRef = Eigen::Ref<const Matrix<T>, 0, Eigen::OuterStride<>>;
 
+// Runs body(ctx) for a layer-by-layer pass: on one OpenMP team for the whole pass when every
+// layer of the model can share one (each thread with its own ctx.thread), else on the calling
+// thread (the products then open teams of their own).
+template <class T, class M, class Body>
+void on_pass_team(const layer_context& ctx, Workspace<T>& ws, Body&& body) {
+  const int nt = shares_team<M>() ? max_threads() : 1;
+  if (nt <= 1) {
+    body(ctx);
+    return;
+  }
+  auto& scratch = ws.scratch();  // each thread's own products' memory, before the team starts
+  if (static_cast<int>(scratch.size()) < nt) scratch.resize(static_cast<std::size_t>(nt));
+  parallel(nt, [&](int tid, int team) {
+    layer_context c = ctx;
+    c.thread = tid;
+    c.threads = team;
+    body(c);
+  });
+}
+
 // The whole pass: checks, then the engine or the layers. grads (may be null: the loss only) and
 // input_grad (may be null) are written when given; sgd_lr >= 0 with grads null and a chain runs
 // the fused SGD step on params instead (returns false from `fused` when it could not).
@@ -192,25 +216,29 @@ T pass(const char* function, const M& m, const P& params, const BatchRef<T>& x,
     used += aligned(out * batch);
     const std::span<T> saved_span(ws.buffer_.data() + used, static_cast<std::size_t>(saved));
     const bool training = grads != nullptr || input_grad != nullptr;
-    layer_context ctx{training || key != nullptr, key, &ws};
-    forward_layer<T>(m, params, xm, y, saved_span, ctx);
-    dy = y;
+    P* g = grads;
+    P scratch_grads;
+    if (training && !g) {  // the input gradient only: the parameters' gradients still need a place
+      scratch_grads = params;
+      g = &scratch_grads;
+    }
+    MatrixMap<T> dx(input_grad ? input_grad->data() : nullptr, input_grad ? in : 0,
+                    input_grad ? batch : 0);
     const T scale = T(1) / static_cast<T>(batch);
     T total = 0;
-    for (Index j = 0; j < batch; ++j)
-      total += loss.column(targets, j, dy.col(j).data(), out, training, scale);
-    if (training) {
-      P* g = grads;
-      P scratch_grads;
-      if (!g) {  // the input gradient only: the parameters' gradients still need somewhere to go
-        scratch_grads = params;
-        g = &scratch_grads;
-      }
-      MatrixMap<T> dx(input_grad ? input_grad->data() : nullptr, input_grad ? in : 0,
-                      input_grad ? batch : 0);
-      backward_layer<T>(m, params, xm, ConstMatrixMap<T>(y.data(), out, batch),
-                        ConstMatrixMap<T>(dy.data(), out, batch), *g, dx, saved_span, ctx);
-    }
+    on_pass_team<T, M>(
+        layer_context{training || key != nullptr, key, &ws}, ws, [&](const layer_context& ctx) {
+          forward_layer<T>(m, params, xm, y, saved_span, ctx);
+          if (ctx.thread == 0) {  // the loss, per example in order (a few outputs each)
+            dy = y;
+            for (Index j = 0; j < batch; ++j)
+              total += loss.column(targets, j, dy.col(j).data(), out, training, scale);
+          }
+          barrier(ctx.threads);
+          if (training)
+            backward_layer<T>(m, params, xm, ConstMatrixMap<T>(y.data(), out, batch),
+                              ConstMatrixMap<T>(dy.data(), out, batch), *g, dx, saved_span, ctx);
+        });
     return total / static_cast<T>(batch);
   });
 }
@@ -226,16 +254,26 @@ void apply_pass(const char* function, const M& m, const P& params, const BatchRe
   if (plan_chain<T>(m, params, static_cast<P*>(nullptr), ws, key != nullptr)) {
     const chain_net<T> net{ws.chain_.data(), ws.chain_.size()};
     if (batch == 1) {
-      // One example: the walk-through's loop (matrix-vector products, no team).
-      Vector<T> a = x.col(0);
+      // One example: the walk-through's loop (matrix-vector products, no team), the same sums
+      // in the same order (z = w a, then + b), but in the workspace's memory and straight into
+      // `out` rather than in new vectors for every layer.
+      Index widest = 0;
+      for (std::size_t l = 0; l < net.size(); ++l) widest = std::max(widest, net.layer(l).w.rows());
+      ws.reserve_buffer(2 * aligned(widest));
+      T* const act = ws.buffer_.data();
+      T* const pre = act + aligned(widest);
+      const T* a = x.data();
+      Index n = x.rows();
       for (std::size_t l = 0; l < net.size(); ++l) {
         const auto& layer = net.layer(l);
-        Vector<T> z = layer.w * a + layer.b;
+        const Index m = layer.w.rows();
+        Eigen::Map<Vector<T>> z(l + 1 < net.size() ? pre : out.data(), m);
+        z.noalias() = layer.w * Eigen::Map<const Vector<T>>(a, n);
+        z += layer.b;
         if (l + 1 < net.size()) {
-          a.resize(z.size());
-          net.forward(l, z.data(), a.data(), z.size());
-        } else {
-          out.col(0) = z;
+          net.forward(l, z.data(), act, m);
+          a = act;
+          n = m;
         }
       }
       return;
@@ -254,8 +292,9 @@ void apply_pass(const char* function, const M& m, const P& params, const BatchRe
   Index used = 0;
   const ConstMatrixMap<T> xm = contiguous<T>(x, ws, used);
   const std::span<T> saved_span(ws.buffer_.data() + used, static_cast<std::size_t>(saved));
-  layer_context ctx{key != nullptr, key, &ws};
-  forward_layer<T>(m, params, xm, MatrixMap<T>(out.data(), outputs, batch), saved_span, ctx);
+  on_pass_team<T, M>(layer_context{key != nullptr, key, &ws}, ws, [&](const layer_context& ctx) {
+    forward_layer<T>(m, params, xm, MatrixMap<T>(out.data(), outputs, batch), saved_span, ctx);
+  });
 }
 
 }  // namespace detail
