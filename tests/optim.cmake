@@ -1,22 +1,14 @@
 # grove::optim (grove/optim.hpp): schedules and transformations against optax's formulas
-# evaluated in the tests, wrappers, the optimizers, errors; thread-count independence on the
-# MLP's parameters; a separate executable that counts heap allocations in steps (it replaces malloc and
-# operator new); torch.optim's numbers (a Python script, skipped without PyTorch); and the
-# program of docs/optim.md, compiled, run and its output compared.
+# evaluated in the tests, wrappers, the optimizers, errors; thread-count independence on the MLP's
+# parameters; a separate executable that counts heap allocations in steps (it replaces malloc and
+# operator new); torch.optim's numbers (a Python script, skipped without PyTorch); and the program
+# of docs/optim.md, compiled, run and its output compared.
 #
-# The tests are compiled with OpenMP when it is there, so that the threaded passes are the ones
-# tested (grove::grove itself does not require OpenMP).
-find_package(OpenMP COMPONENTS CXX)
-
-grove_test(test_optim test_optim_schedule.cpp test_optim_transform.cpp test_optim_wrappers.cpp
-           test_optim_nn.cpp)
-grove_test(test_optim_alloc test_optim_alloc.cpp)
-foreach(_grove_optim_test IN ITEMS test_optim test_optim_alloc)
-  if(OpenMP_CXX_FOUND)
-    target_link_libraries(${_grove_optim_test} PRIVATE OpenMP::OpenMP_CXX)
-  endif()
-  grove_test_properties(${_grove_optim_test} ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE")
-endforeach()
+# The tests are compiled with OpenMP (grove_threaded_test), so that the threaded passes are the
+# ones tested.
+grove_threaded_test(test_optim test_optim_schedule.cpp test_optim_transform.cpp
+                    test_optim_wrappers.cpp test_optim_nn.cpp)
+grove_threaded_test(test_optim_alloc test_optim_alloc.cpp)
 
 # --- torch.optim's numbers: the driver prints grove's trajectories, the script compares ---------
 add_executable(optim_torch_driver optim_torch_driver.cpp)
