@@ -140,12 +140,5 @@ constexpr std::uint64_t scalar_code() {
   return (kind << 8) | sizeof(T);
 }
 
-// "float32", "int64", "uint8": the element type as the error messages name it.
-template <class T>
-std::string scalar_name() {
-  const char* kind = std::is_floating_point_v<T> ? "float" : std::is_signed_v<T> ? "int" : "uint";
-  return kind + std::to_string(8 * sizeof(T));
-}
-
 }  // namespace detail
 }  // namespace grove::parallel

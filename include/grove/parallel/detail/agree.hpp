@@ -173,7 +173,7 @@ std::string describe(op o, int root, Moves moves, const Tree& tree) {
       [&](const auto& leaf) {
         using L = std::remove_cvref_t<decltype(leaf)>;
         out += i < paths.size() ? grove::keystr(paths[i].first) : std::string("?");
-        out += ": " + scalar_name<leaf_scalar_t<L>>() + " (";
+        out += std::string(": ") + ::grove::dtype_name<leaf_scalar_t<L>>() + " (";
         if constexpr (!std::is_arithmetic_v<L>) {
           const auto s = grove::shape(leaf);
           for (std::size_t d = 0; d < s.size(); ++d) {
