@@ -8,6 +8,9 @@
 //   step/adam        the same with adam
 //   gemms_eigen      the step's 8 products as plain Eigen code writes them (`C.noalias() = A * B`,
 //                    Eigen's own threading): what Eigen alone gets
+//   products         each of the 8 products on one thread, with the kernel this build chose and
+//                    with Eigen's kernel in the same run (detail::force_eigen_kernel), and each
+//                    one's fraction of the FMA peak, measured by a register-only loop in this run
 //
 // Each step benchmark also times, after every step, the step's bare GEMMs: its 8 products (3
 // forward, 3 for the weights, 2 for the hidden layers' inputs; the first layer's input gradient
@@ -41,6 +44,9 @@
 #include <cstdlib>
 #include <grove/nn.hpp>
 #include <map>
+#if GROVE_DETAIL_DISPATCH && defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <string>
 #include <vector>
 
@@ -238,6 +244,115 @@ void gemms_eigen(benchmark::State& state) {
                          benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// --- the kernel on each product, against Eigen's kernel and the FMA peak -------------------------
+
+// The single-core FMA peak in GFLOP/s: a register-only loop of independent FMAs (enough chains to
+// cover the FMA latency on every pipe), on the widest vectors the kernel that runs uses.
+#if GROVE_DETAIL_DISPATCH && defined(__x86_64__)
+// One loop per instruction set, as a macro: the vectors must not cross a function boundary (their
+// ABI depends on the target), and the FMAs must be inlined into the loop. Ten chains cover the
+// FMA latency of two pipes and leave the chains, x and y in registers. Many short trials, the
+// fastest counting, as for the products: on a shared machine a long loop measures the sharing.
+#define GROVE_BENCH_FMA_PEAK(NAME, TARGET, VEC, SET, FMA, LANE0)                           \
+  __attribute__((target(TARGET))) double NAME() {                                          \
+    constexpr int chains = 10;                                                             \
+    constexpr long reps = 50'000;                                                          \
+    const VEC x = SET(0.999999f), y = SET(1e-7f);                                          \
+    /* different starting values, so that the compiler cannot merge the chains */          \
+    VEC a0 = SET(1.0f), a1 = SET(1.1f), a2 = SET(1.2f), a3 = SET(1.3f), a4 = SET(1.4f);    \
+    VEC a5 = SET(1.5f), a6 = SET(1.6f), a7 = SET(1.7f), a8 = SET(1.8f), a9 = SET(1.9f);    \
+    double best = 0;                                                                       \
+    for (int trial = 0; trial < 400; ++trial) {                                            \
+      const auto t0 = std::chrono::steady_clock::now();                                    \
+      for (long r = 0; r < reps; ++r) {                                                    \
+        a0 = FMA(a0, x, y), a1 = FMA(a1, x, y), a2 = FMA(a2, x, y), a3 = FMA(a3, x, y);    \
+        a4 = FMA(a4, x, y), a5 = FMA(a5, x, y), a6 = FMA(a6, x, y), a7 = FMA(a7, x, y);    \
+        a8 = FMA(a8, x, y), a9 = FMA(a9, x, y);                                            \
+      }                                                                                    \
+      const double s =                                                                     \
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();    \
+      float sink = LANE0(a0) + LANE0(a1) + LANE0(a2) + LANE0(a3) + LANE0(a4) + LANE0(a5) + \
+                   LANE0(a6) + LANE0(a7) + LANE0(a8) + LANE0(a9);                          \
+      benchmark::DoNotOptimize(sink);                                                      \
+      const double width = static_cast<double>(sizeof(VEC) / sizeof(float));               \
+      best = std::max(best, 2.0 * width * chains * static_cast<double>(reps) / s / 1e9);   \
+    }                                                                                      \
+    return best;                                                                           \
+  }
+GROVE_BENCH_FMA_PEAK(fma_peak_avx2, "avx2,fma", __m256, _mm256_set1_ps, _mm256_fmadd_ps,
+                     _mm256_cvtss_f32)
+GROVE_BENCH_FMA_PEAK(fma_peak_avx512, "avx512f", __m512, _mm512_set1_ps, _mm512_fmadd_ps,
+                     _mm512_cvtss_f32)
+#undef GROVE_BENCH_FMA_PEAK
+#endif
+
+double fma_peak_gflops() {
+#if GROVE_DETAIL_DISPATCH && defined(__x86_64__)
+  if (d::uses_avx512_kernel<float>()) return fma_peak_avx512();
+  if (grove::detail::this_cpu().avx2_fma) return fma_peak_avx2();
+#endif
+  return 0;
+}
+
+// The step's 8 products at one batch, one thread, each timed with the kernel this build chose and
+// with Eigen's kernel (force_eigen_kernel) in alternation; their fastest runs go to the table.
+struct ProductRow {
+  std::string name;
+  Eigen::Index m, n, k;
+  double grove_s = 1e30, eigen_s = 1e30;
+};
+std::map<long, std::vector<ProductRow>> g_products;
+
+template <bool TA, bool TB>
+void time_product(ProductRow& row, const Eigen::MatrixXf& a, const Eigen::MatrixXf& b,
+                  Eigen::MatrixXf& c, d::GemmScratch<float>& sc) {
+  const d::View<const float> av{a.data(), a.rows(), a.cols(), a.rows()};
+  const d::View<const float> bv{b.data(), b.rows(), b.cols(), b.rows()};
+  const d::View<float> cv{c.data(), c.rows(), c.cols(), c.rows()};
+  const d::Slice all{{0, row.m}, {0, row.n}};
+  const bool forced = d::force_eigen_kernel();
+  for (const bool eigen : {false, true, true, false}) {
+    d::force_eigen_kernel() = eigen;
+    const int reps = std::max(1, static_cast<int>(2e7 / (2.0 * row.m * row.n * row.k)));
+    const auto t0 = clock_type::now();
+    for (int r = 0; r < reps; ++r) d::gemm_slice<TA, TB>(all, av, bv, cv, 1e-9f, sc);
+    const double s = std::chrono::duration<double>(clock_type::now() - t0).count() / reps;
+    double& best = eigen ? row.eigen_s : row.grove_s;
+    best = std::min(best, s);
+  }
+  d::force_eigen_kernel() = forced;
+}
+
+void products(benchmark::State& state) {
+  const Eigen::Index batch = state.range(0);
+  set_threads(1);
+  Operands o(batch);
+  d::GemmScratch<float> sc;
+  std::vector<ProductRow> rows;
+  const std::size_t L = o.w.size();
+  for (std::size_t l = 0; l < L; ++l)
+    rows.push_back({"fwd W" + std::to_string(l) + "*A", kSizes[l + 1], batch, kSizes[l]});
+  for (std::size_t l = L; l-- > 0;) {
+    rows.push_back({"dW" + std::to_string(l) + "=dZ*A^T", kSizes[l + 1], kSizes[l], batch});
+    if (l > 0)
+      rows.push_back({"dA" + std::to_string(l) + "=W^T*dZ", kSizes[l], batch, kSizes[l + 1]});
+  }
+  for (const auto& r : rows) sc.reserve(r.m, r.n, r.k);
+  for (auto _ : state) {
+    std::size_t i = 0;
+    for (std::size_t l = 0; l < L; ++l)
+      time_product<false, false>(rows[i++], o.w[l], o.a[l], o.z[l], sc);
+    for (std::size_t l = L; l-- > 0;) {
+      time_product<false, true>(rows[i++], o.z[l], o.a[l], o.dw[l], sc);
+      if (l > 0) time_product<true, false>(rows[i++], o.w[l], o.z[l], o.da[l], sc);
+    }
+  }
+  double gs = 0, es = 0;
+  for (const auto& r : rows) gs += r.grove_s, es += r.eigen_s;
+  state.counters["kernel/Eigen"] = gs / es;
+  g_products[batch] = rows;
+}
+
 // --- the composable API -----------------------------------------------------------------------
 
 const auto kClassic = nn::sequential(nn::dense(784, 512), nn::swish, nn::dense(512, 512), nn::swish,
@@ -395,6 +510,12 @@ BENCHMARK(sequential_sgd)->Apply(args)->UseManualTime();
 BENCHMARK(sequential_adam)->Apply(args)->UseManualTime();
 BENCHMARK(apply_one)->Unit(benchmark::kMicrosecond)->MinTime(1.0)->UseManualTime();
 #endif
+BENCHMARK(products)
+    ->Arg(128)
+    ->Arg(1024)
+    ->ArgName("batch")
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
 BENCHMARK(model_residual)->Apply(args)->UseRealTime();
 BENCHMARK(model_tanh_mse)->Apply(args)->UseRealTime();
 
@@ -439,6 +560,15 @@ int main(int argc, char** argv) {
 #else
   const char* threads = "no OpenMP: one thread";
 #endif
+  // --eigen_kernel: every product on Eigen's kernel (as on a CPU without grove's kernels), for a
+  // before/after comparison through tools that run this binary (compare_pytorch.py).
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--eigen_kernel") {
+      d::force_eigen_kernel() = true;
+      for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
+      argv[--argc] = nullptr;
+      break;
+    }
   std::printf("products: %s, %s\n", d::kernel_name<float>(), threads);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
@@ -462,6 +592,25 @@ int main(int argc, char** argv) {
                     eig == collector.rows.end() ? 0.0 : eig->second.ms);
       }
     }
+  if (!g_products.empty()) {
+    const double peak = fma_peak_gflops();
+    std::printf(
+        "\nEach product on one thread: %s against Eigen's kernel (same run); FMA peak "
+        "%.1f GFLOP/s (a register-only loop)\n",
+        d::kernel_name<float>(), peak);
+    std::printf("%-6s %-16s %-15s %9s %9s %9s %11s %11s\n", "batch", "product", "m x n x k", "ms",
+                "Eigen ms", "/Eigen", "peak frac", "Eigen frac");
+    for (const auto& [batch, rows] : g_products)
+      for (const auto& r : rows) {
+        const double flops = 2.0 * static_cast<double>(r.m * r.n * r.k);
+        const std::string shape =
+            std::to_string(r.m) + "x" + std::to_string(r.n) + "x" + std::to_string(r.k);
+        std::printf("%-6ld %-16s %-15s %9.4f %9.4f %9.3f %11.3f %11.3f\n", batch, r.name.c_str(),
+                    shape.c_str(), 1e3 * r.grove_s, 1e3 * r.eigen_s, r.grove_s / r.eigen_s,
+                    peak > 0 ? flops / r.grove_s / 1e9 / peak : 0.0,
+                    peak > 0 ? flops / r.eigen_s / 1e9 / peak : 0.0);
+      }
+  }
 #if defined(GROVE_BENCH_BASELINE)
   std::printf("\nThe composable API against the engine before it (same iterations):\n");
   std::printf("%-6s %-8s %-16s %9s %9s %9s\n", "batch", "threads", "step", "new ms", "old ms",

@@ -2,7 +2,8 @@
 # finite differences, grove::optim's optimizers on networks, a short training run; a separate
 # executable that counts heap allocations in training steps (it replaces malloc and operator new);
 # the matrix products against a double-precision product, twice: as built (grove's AVX-512 kernel
-# wherever the CPU has AVX-512) and with GROVE_NO_DISPATCH (Eigen's kernel); and the README
+# wherever the CPU has AVX-512, its AVX2 kernel where it has AVX2 and FMA but not AVX-512) and
+# with GROVE_NO_DISPATCH (Eigen's kernel); and the README
 # snippet of docs/nn.md, compiled, run and its output compared.
 #
 # test_nn and test_nn_alloc are compiled with OpenMP (grove_threaded_test), so that the threaded

@@ -1,16 +1,20 @@
 // The MLP's matrix products (grove/nn/detail/gemm.hpp) against a plain double-precision product.
 //
-// On a CPU with AVX-512 this tests grove's own kernel (detail/sgemm_avx512.hpp), and Eigen's
-// elsewhere; the same file is also built with GROVE_NO_DISPATCH (test_nn_gemm_eigen), which
-// tests Eigen's kernel everywhere. The shapes cover every edge of grove's kernel's blocking:
+// On a CPU with AVX-512 this tests grove's own kernel (detail/sgemm_avx512.hpp), on one with AVX2
+// and FMA3 but not AVX-512 grove's AVX2 kernel (detail/sgemm_avx2.hpp), and Eigen's elsewhere;
+// the same file is also built with GROVE_NO_DISPATCH (test_nn_gemm_eigen), which tests Eigen's
+// kernel everywhere. The shapes cover every edge of the kernels' blocking: for the AVX-512 one
 // partial 32-row and 12-column blocks, inner dimensions around its 384-deep slabs, row counts
-// around its 256-row blocks.
+// around its 256-row blocks; for the AVX2 one partial 16 x 6 blocks (and its narrower 8-row and
+// 4- and 2-column kernels), and inner dimensions and row counts around the slabs and blocks of
+// the blocking this CPU's caches give it.
 #include <catch2/catch.hpp>
 
 #include <Eigen/Core>
 #include <cmath>
 #include <grove/nn.hpp>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "nn_fixtures.hpp"
@@ -110,7 +114,124 @@ const std::vector<Shape> kEdgeShapes = {
     {33, 25, 385}, {10, 128, 512}, {512, 128, 10}, {100, 4, 383}, {64, 8, 9},    {255, 37, 100},
     {257, 24, 50}, {600, 30, 20},  {40, 300, 800}, {3, 50, 2},    {513, 129, 64}};
 
+// Shapes around the AVX2 kernel's register block (16 x 6) and its blocking on this CPU.
+std::vector<Shape> avx2_edge_shapes() {
+  const auto& b = d::avx2::blocking();
+  const Index kc = b.kc, mc = b.mc, nc = b.nc;
+  return {{17, 1, 1},
+          {16, 6, 1},
+          {18, 7, 1},
+          {24, 5, 3},
+          {25, 3, 2},
+          {31, 2, 9},
+          {33, 9, 4},
+          {40, 11, 13},
+          {47, 4, 8},
+          {17, 700, 1},
+          {700, 17, 1},
+          {19, 300, 40},
+          {300, 2, 40},
+          {1, 300, 40},
+          {3, 2, 1000},
+          {23, 13, kc},
+          {23, 13, kc + 1},
+          {29, 8, kc - 1},
+          {21, 6, 2 * kc + 3},
+          {mc, 7, 5},
+          {mc + 1, 7, 5},
+          {mc - 1, 12, 17},
+          {2 * mc + 17, 11, 33},
+          {mc + 3, 5, kc + 7},
+          {20, nc + 5, 3},
+          {18, nc - 1, 2}};
+}
+
 }  // namespace
+
+TEST_CASE("grove's AVX2 kernel runs the float products on CPUs with AVX2 and no AVX-512",
+          "[nn][gemm]") {
+  const auto& cpu = grove::detail::this_cpu();
+  INFO("products: " << d::kernel_name<float>() << "; AVX2+FMA " << cpu.avx2_fma << ", AVX-512F "
+                    << cpu.avx512f);
+#if defined(GROVE_NO_DISPATCH)
+  CHECK(!d::uses_avx2_kernel<float>());
+  CHECK(std::string(d::kernel_name<float>()) == "Eigen's GEMM kernel");
+#elif defined(__x86_64__)
+  if (cpu.avx2_fma && !cpu.avx512f) {
+    CHECK(d::uses_avx2_kernel<float>());
+    CHECK(std::string(d::kernel_name<float>()) == "grove's AVX2 kernel");
+  }
+  if (cpu.avx512f) CHECK(!d::uses_avx2_kernel<float>());
+#endif
+  CHECK(!d::uses_avx2_kernel<double>());
+  // The switch that benchmarks use to time Eigen's kernel in the same run.
+  d::force_eigen_kernel() = true;
+  CHECK(!d::uses_avx2_kernel<float>());
+  CHECK(!d::uses_avx512_kernel<float>());
+  CHECK(std::string(d::kernel_name<float>()) == "Eigen's GEMM kernel");
+  check_product<false, false>({67, 29, 45}, 1, d::Into::add, 99);
+  d::force_eigen_kernel() = false;
+}
+
+TEST_CASE("The AVX2 kernel's blocking follows the cache sizes", "[nn][gemm]") {
+  // From the formula in sgemm_avx2.hpp: kc = L1d / 2 / (6 floats) in multiples of 8,
+  // mc = L2 / 2 / (kc floats) in multiples of 16, nc = L3 / 2 / (kc floats) in multiples of 6,
+  // each within its bounds. 32 KiB / 2 / 24 B = 682.7 -> 680; 512 KiB / 2 / 2720 B = 96.4 -> 96;
+  // 32 MiB / 2 / 2720 B = 6168 -> the bound 6144.
+  const d::avx2::Blocking zen3 = d::avx2::blocking_for_caches(32 << 10, 512 << 10, 32 << 20);
+  CHECK(zen3.kc == 680);
+  CHECK(zen3.mc == 96);
+  CHECK(zen3.nc == 6144);
+  // 48 KiB L1d, 1.25 MiB L2, 4 MiB L3: 49152 / 2 / 24 = 1024; 1310720 / 2 / 4096 = 160; 4 MiB / 2
+  // / 4096 = 512 -> 510.
+  const d::avx2::Blocking big_l1 = d::avx2::blocking_for_caches(48 << 10, 1280 << 10, 4 << 20);
+  CHECK(big_l1.kc == 1024);
+  CHECK(big_l1.mc == 160);
+  CHECK(big_l1.nc == 510);
+  // Tiny caches hit the lower bounds: 8 KiB / 2 / 24 = 170 -> 168; 64 KiB / 2 / 672 = 48.8 -> 48;
+  // 64 KiB / 2 / 672 = 48 -> the bound 384.
+  const d::avx2::Blocking tiny = d::avx2::blocking_for_caches(8 << 10, 64 << 10, 64 << 10);
+  CHECK(tiny.kc == 168);
+  CHECK(tiny.mc == 48);
+  CHECK(tiny.nc == 384);
+
+  const auto& caches = grove::detail::this_cpu_caches();
+  INFO("L1d " << caches.l1d << ", L2 " << caches.l2 << ", L3 " << caches.l3);
+  CHECK(caches.l1d >= 8 * 1024);
+  CHECK(caches.l2 >= 64 * 1024);
+  CHECK(caches.l3 >= caches.l2);
+  const d::avx2::Blocking& b = d::avx2::blocking();
+  const d::avx2::Blocking expected = d::avx2::blocking_for_caches(caches.l1d, caches.l2, caches.l3);
+  CHECK(b.kc == expected.kc);
+  CHECK(b.mc == expected.mc);
+  CHECK(b.nc == expected.nc);
+  // Slabs of equal depth and blocks of equal height, never beyond kc and mc.
+  for (Index k = 1; k < 4 * b.kc; k += 37) {
+    const Index depth = d::avx2::slab_depth(k), slabs = (k + depth - 1) / depth;
+    CHECK(depth <= b.kc);
+    CHECK(slabs == (k + b.kc - 1) / b.kc);
+    CHECK(slabs * depth - k < slabs);
+  }
+  for (Index m = 1; m < 4 * b.mc; m += 13) {
+    const Index h = d::avx2::block_height(m);
+    CHECK(h <= b.mc);
+    CHECK(h % d::avx2::MR == 0);
+    CHECK((m + h - 1) / h == (m + b.mc - 1) / b.mc);
+  }
+}
+
+TEST_CASE("Products at the edges of the AVX2 kernel's blocks", "[nn][gemm]") {
+  INFO("products: " << d::kernel_name<float>());
+  const std::vector<Shape> shapes = avx2_edge_shapes();
+  for (const int threads : {1, 2, 3}) {
+    for (const d::Into into : {d::Into::add, d::Into::overwrite}) {
+      check_shapes<false, false>(shapes, threads, into);
+      check_shapes<false, true>(shapes, threads, into);
+      check_shapes<true, false>(shapes, threads, into);
+      check_shapes<true, true>(shapes, threads, into);
+    }
+  }
+}
 
 TEST_CASE("The MLP's products against a double-precision product", "[nn][gemm]") {
   INFO("products: " << d::kernel_name<float>());

@@ -9,6 +9,11 @@
 // GROVE_RANDOM_NO_DISPATCH and GROVE_NN_NO_DISPATCH, the former per-layer switches, mean the same.
 #pragma once
 
+#include <cstddef>
+#if defined(__unix__) || defined(__APPLE__)
+#include <unistd.h>
+#endif
+
 #if defined(GROVE_RANDOM_NO_DISPATCH) || defined(GROVE_NN_NO_DISPATCH)
 #ifndef GROVE_NO_DISPATCH
 #define GROVE_NO_DISPATCH 1
@@ -61,6 +66,38 @@ inline const cpu_features& this_cpu() noexcept {
   static const cpu_features features;
 #endif
   return features;
+}
+
+/// The data caches one core sees, in bytes: what cache-blocked kernels size their blocks by.
+struct cache_sizes {
+  std::size_t l1d = 0;  // per core
+  std::size_t l2 = 0;   // per core (on the CPUs grove dispatches for)
+  std::size_t l3 = 0;   // shared by the cores of a package
+};
+
+/// This CPU's cache sizes as the operating system reports them (sysconf on Linux), once. A size
+/// that is not reported, or not plausible (virtual machines report odd values), reads as the
+/// common x86-64 figure: 32 KiB L1d, 512 KiB L2, 8 MiB L3; the L3 figure is capped at 32 MiB,
+/// since a core cannot use a whole large L3 that its neighbours share.
+inline const cache_sizes& this_cpu_caches() noexcept {
+  static const cache_sizes sizes = [] {
+    cache_sizes c{32 * 1024, 512 * 1024, 8 * 1024 * 1024};
+#if defined(_SC_LEVEL1_DCACHE_SIZE) && defined(_SC_LEVEL2_CACHE_SIZE) && \
+    defined(_SC_LEVEL3_CACHE_SIZE)
+    const auto read = [](int name, std::size_t lo, std::size_t hi, std::size_t fallback) {
+      const long v = ::sysconf(name);
+      if (v <= 0) return fallback;
+      const auto u = static_cast<std::size_t>(v);
+      return u < lo ? fallback : (u > hi ? hi : u);
+    };
+    c.l1d = read(_SC_LEVEL1_DCACHE_SIZE, 8 * 1024, 256 * 1024, c.l1d);
+    c.l2 = read(_SC_LEVEL2_CACHE_SIZE, 64 * 1024, 16 * 1024 * 1024, c.l2);
+    c.l3 = read(_SC_LEVEL3_CACHE_SIZE, 0, 32 * 1024 * 1024, c.l3);
+    if (c.l3 < c.l2) c.l3 = c.l2;
+#endif
+    return c;
+  }();
+  return sizes;
 }
 
 }  // namespace grove::detail

@@ -16,9 +16,12 @@
 // given thread count (on a given kind of CPU: see below); another thread count cuts the products
 // elsewhere, which changes the rounding of some sums (not their value beyond it).
 //
-// On a CPU with AVX-512F, single-precision slices run grove's own kernel instead of Eigen's
-// (detail/sgemm_avx512.hpp, chosen at run time), about 20% faster on the MLP's products there;
-// its sums are ordered differently, so float results differ from Eigen's kernel's in rounding.
+// On x86-64, single-precision slices run grove's own kernels instead of Eigen's, chosen at run
+// time: on a CPU with AVX-512F detail/sgemm_avx512.hpp (about 20% faster than Eigen's kernel on
+// the MLP's products there), on one with AVX2 and FMA3 but not AVX-512F detail/sgemm_avx2.hpp
+// (for all but slices of at most 16 rows).
+// Their sums are ordered differently, so float results differ from Eigen's kernel's in rounding.
+// force_eigen_kernel() turns them off at run time (benchmarks compare the two in one run).
 //
 // With EIGEN_USE_BLAS (grove's CMake option GROVE_USE_BLAS) a product is one ?gemm call on the
 // calling thread, and the BLAS library threads it.
@@ -49,20 +52,42 @@
 #endif
 
 #include <grove/detail/threads.hpp>
+#include <grove/nn/detail/sgemm_avx2.hpp>
 #include <grove/nn/detail/sgemm_avx512.hpp>
 #if defined(GROVE_NN_SGEMM_AVX512) && !defined(GROVE_NN_GEMM_BLAS) && !defined(GROVE_NN_PUBLIC_GEMM)
 #define GROVE_NN_GEMM_AVX512 1
+#endif
+#if defined(GROVE_NN_SGEMM_AVX2) && !defined(GROVE_NN_GEMM_BLAS) && !defined(GROVE_NN_PUBLIC_GEMM)
+#define GROVE_NN_GEMM_AVX2 1
 #endif
 
 namespace grove::nn::detail {
 
 using Index = Eigen::Index;
 
+/// The run-time switch to Eigen's kernel (or whatever this build falls back to) for the products
+/// that would run one of grove's own kernels: set it only while no product runs.
+inline bool& force_eigen_kernel() noexcept {
+  static bool forced = false;
+  return forced;
+}
+
 /// Whether products of T run grove's AVX-512 kernel (on this CPU).
 template <class T>
 bool uses_avx512_kernel() {
 #if defined(GROVE_NN_GEMM_AVX512)
-  if constexpr (std::is_same_v<T, float>) return avx512::available();
+  if constexpr (std::is_same_v<T, float>) return !force_eigen_kernel() && avx512::available();
+#endif
+  return false;
+}
+
+/// Whether products of T run grove's AVX2 kernel (on this CPU: one with AVX2 and FMA3 but not
+/// AVX-512F).
+template <class T>
+bool uses_avx2_kernel() {
+#if defined(GROVE_NN_GEMM_AVX2)
+  if constexpr (std::is_same_v<T, float>)
+    return !force_eigen_kernel() && !uses_avx512_kernel<T>() && avx2::available();
 #endif
   return false;
 }
@@ -71,6 +96,7 @@ bool uses_avx512_kernel() {
 template <class T>
 const char* kernel_name() {
   if (uses_avx512_kernel<T>()) return "grove's AVX-512 kernel";
+  if (uses_avx2_kernel<T>()) return "grove's AVX2 kernel";
 #if defined(GROVE_NN_GEMM_BLAS)
   return "BLAS (EIGEN_USE_BLAS)";
 #elif defined(GROVE_NN_GEMM_KERNEL)
@@ -138,11 +164,11 @@ class GemmScratch
   void reserve(Index m, Index n, Index k) {
     const Blocking b = blocking_for<T>(m, n, k);
     Index a = b.kc * std::min(m, b.mc), bb = b.kc * std::min(n, b.nc);
-    // Room for grove's AVX-512 kernel as well, whichever kernel this code runs (see
+    // Room for grove's own kernels as well, whichever kernel this code runs (see
     // sgemm_avx512.hpp: translation units compiled for different CPUs may share a workspace).
     if constexpr (std::is_same_v<T, float>) {
-      a = std::max(a, avx512::packed_a_size(m, k));
-      bb = std::max(bb, avx512::packed_b_size(n, k));
+      a = std::max({a, avx512::packed_a_size(m, k), avx2::packed_a_size(m, k)});
+      bb = std::max({bb, avx512::packed_b_size(n, k), avx2::packed_b_size(n, k)});
     }
     if (a > a_.size()) a_.resize(a);
     if (bb > b_.size()) b_.resize(bb);
@@ -237,12 +263,24 @@ void gemm_slice(const Slice& s, View<const T> a, View<const T> b, View<T> c, T a
   }
 #if defined(GROVE_NN_GEMM_AVX512)
   if constexpr (std::is_same_v<T, float>) {
-    if (avx512::available()) {
+    if (uses_avx512_kernel<T>()) {
       eigen_assert(avx512::packed_a_size(m, k) <= scratch.packed_a_size() &&
                    avx512::packed_b_size(n, k) <= scratch.packed_b_size() &&
                    "grove: GemmScratch::reserve was not called for this product");
       avx512::gemm<TA, TB>(m, n, k, pa, a.ld, pb, b.ld, pc, c.ld, alpha, into == Into::overwrite,
                            scratch.packed_a(), scratch.packed_b());
+      return;
+    }
+  }
+#endif
+#if defined(GROVE_NN_GEMM_AVX2)
+  if constexpr (std::is_same_v<T, float>) {
+    if (uses_avx2_kernel<T>() && avx2::suits(m, n, k)) {
+      eigen_assert(avx2::packed_a_size(m, k) <= scratch.packed_a_size() &&
+                   avx2::packed_b_size(n, k) <= scratch.packed_b_size() &&
+                   "grove: GemmScratch::reserve was not called for this product");
+      avx2::gemm<TA, TB>(m, n, k, pa, a.ld, pb, b.ld, pc, c.ld, alpha, into == Into::overwrite,
+                         scratch.packed_a(), scratch.packed_b());
       return;
     }
   }

@@ -1,0 +1,321 @@
+// grove/nn/detail/sgemm_avx2.hpp: grove's own single-precision GEMM for CPUs with AVX2 and FMA3
+// but not AVX-512F (which run detail/sgemm_avx512.hpp), such as AMD's Zen 1-3 and Intel's
+// client cores.
+//
+// Like the AVX-512 kernel, its functions carry a target attribute (they are compiled for
+// AVX2+FMA whatever the build targets) and available() asks the CPU at run time whether they may
+// run. Define GROVE_NO_DISPATCH to leave them out: the products then run Eigen's kernel.
+//
+// The structure is the classic one (Goto's, as in BLIS and OpenBLAS), the same as the AVX-512
+// kernel's: for each kc-deep slab of the inner dimension, op(B)'s slab is packed into NR-column
+// slivers, then op(A)'s slab, mc rows at a time, into MR-row slivers; the micro-kernel multiplies
+// one A sliver by one B sliver into an MR x NR block of C held in registers. The block is 16 x 6:
+// two 8-float vectors per column times 6 columns is 12 of the 16 vector registers, which leaves
+// two for the A vectors and one for a broadcast of B; each step is 2 loads and 6 broadcasts for
+// 12 FMAs, so the two FMA pipes, not the loads, set the pace. Partial slivers at the edges are
+// zero-padded in the packed buffers; the last partial sliver of rows (8 or fewer) and of columns
+// (4 or 2 or fewer) runs a narrower micro-kernel so as not to multiply the padding.
+//
+// The blocking is not a constant: it follows the cache sizes that the CPU reports
+// (grove/detail/cpu.hpp's this_cpu_caches()). A B sliver (kc x NR) takes half of L1d, an mc x kc
+// block of A half of L2, a kc x nc slab of B half of L3. An inner dimension a little deeper than
+// kc is cut into slabs of equal depth rather than one full slab and a sliver of a slab, and rows
+// likewise into blocks of equal height.
+//
+// The result is C += alpha * op(A) op(B), computed in a fixed order (for each element: the kc
+// slabs in order, each summed in order of its steps, which depend on k and the cache sizes only),
+// so a given product gives the same bits on every run.
+//
+// Slices of at most MR rows (suits()) are left to Eigen's kernel, which was faster on them.
+//
+// The blocking and the packing buffers' sizes are defined everywhere, so that every workspace has
+// room for this kernel, including one reserved by code built with GROVE_NO_DISPATCH.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <grove/detail/cpu.hpp>
+
+#if GROVE_DETAIL_DISPATCH && defined(__x86_64__)
+#define GROVE_NN_SGEMM_AVX2 1
+#include <immintrin.h>
+#endif
+
+namespace grove::nn::detail::avx2 {
+
+using Index = std::ptrdiff_t;
+
+/// The micro-kernel's block of C: MR rows (two vectors of 8) by NR columns.
+inline constexpr Index MR = 16, NR = 6;
+
+inline constexpr Index round_up(Index x, Index to) {
+  return (x + to - 1) / to * to;
+}
+inline constexpr Index ceil_div(Index x, Index by) {
+  return (x + by - 1) / by;
+}
+
+/// The kernel's largest kc x mc x nc blocks, for this CPU's caches.
+struct Blocking {
+  Index kc = 0, mc = 0, nc = 0;
+};
+
+/// The blocking for caches of these sizes (in bytes): see the file's comment. kc is a multiple of
+/// 8, mc of MR and nc of NR.
+inline constexpr Blocking blocking_for_caches(std::size_t l1d, std::size_t l2, std::size_t l3) {
+  constexpr auto F = static_cast<Index>(sizeof(float));
+  const Index kc = std::clamp<Index>(static_cast<Index>(l1d) / 2 / (NR * F) / 8 * 8, 64, 1024);
+  const Index mc = std::clamp<Index>(static_cast<Index>(l2) / 2 / (kc * F) / MR * MR, MR, 1024);
+  const Index nc =
+      std::clamp<Index>(static_cast<Index>(l3) / 2 / (kc * F) / NR * NR, 64 * NR, 1024 * NR);
+  return {kc, mc, nc};
+}
+
+/// This CPU's blocking (computed once).
+inline const Blocking& blocking() noexcept {
+  static const Blocking b = [] {
+    const grove::detail::cache_sizes& c = grove::detail::this_cpu_caches();
+    return blocking_for_caches(c.l1d, c.l2, c.l3);
+  }();
+  return b;
+}
+
+/// The depth of each slab for an inner dimension k > 0: k cut into equal slabs of at most kc.
+inline Index slab_depth(Index k) {
+  const Index kc = blocking().kc;
+  return ceil_div(k, ceil_div(k, kc));
+}
+/// The height of each row block for m > 0 rows: equal blocks of at most mc, whole MR slivers.
+inline Index block_height(Index m) {
+  const Index mc = blocking().mc;
+  return std::min(mc, round_up(ceil_div(m, ceil_div(m, mc)), MR));
+}
+
+/// Floats of packing buffer an m x n x k product needs for op(A) and op(B).
+inline Index packed_a_size(Index m, Index k) {
+  if (m <= 0 || k <= 0) return 0;
+  return slab_depth(k) * round_up(block_height(m), MR);
+}
+inline Index packed_b_size(Index n, Index k) {
+  if (n <= 0 || k <= 0) return 0;
+  return slab_depth(k) * round_up(std::min(n, blocking().nc), NR);
+}
+
+/// Whether this kernel computes an m x n x k slice (else Eigen's kernel does). A slice of at most
+/// MR rows fills only part of each register block and gains nothing from packing op(B): Eigen's
+/// kernel, with its narrower edge kernels, was faster on such slices (the classifier's last layer).
+inline bool suits(Index m, Index /*n*/, Index /*k*/) {
+  return m > MR;
+}
+
+#if defined(GROVE_NN_SGEMM_AVX2)
+
+#define GROVE_NN_TARGET_AVX2 __attribute__((target("avx2,fma")))
+
+/// Whether this CPU runs AVX2 and FMA3 instructions (and so this kernel).
+inline bool available() noexcept {
+#if defined(__AVX2__) && defined(__FMA__)
+  return true;
+#else
+  return grove::detail::this_cpu().avx2_fma;
+#endif
+}
+
+/// A lane mask with the first `count` of 8 lanes set (count may be <= 0 or > 8).
+GROVE_NN_TARGET_AVX2 inline __m256i lanes(Index count) {
+  const Index c = std::clamp<Index>(count, 0, 8);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(c)),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/// Transposes the 8 x 8 floats in r (r[i] is row i) in place: afterwards r[j] is column j.
+GROVE_NN_TARGET_AVX2 inline void transpose8(__m256 r[8]) {
+  __m256 t[8], s[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int h = 0; h < 2; ++h) {  // rows 0-3 (h = 0) and 4-7
+    const __m256* u = t + 4 * h;
+    s[4 * h] = _mm256_shuffle_ps(u[0], u[2], 0x44);
+    s[4 * h + 1] = _mm256_shuffle_ps(u[0], u[2], 0xEE);
+    s[4 * h + 2] = _mm256_shuffle_ps(u[1], u[3], 0x44);
+    s[4 * h + 3] = _mm256_shuffle_ps(u[1], u[3], 0xEE);
+  }
+  for (int j = 0; j < 4; ++j) {
+    r[j] = _mm256_permute2f128_ps(s[j], s[4 + j], 0x20);
+    r[4 + j] = _mm256_permute2f128_ps(s[j], s[4 + j], 0x31);
+  }
+}
+
+/// Packs `count` vectors that run along the inner dimension (vector r starts at src + r * ld and
+/// has kc floats) as W-wide steps: dst[p * W + r] = src[r * ld + p], zero for r in [count, W).
+template <Index W>
+GROVE_NN_TARGET_AVX2 void pack_transposed(const float* src, Index ld, Index count, Index kc,
+                                          float* dst) {
+  for (Index r0 = 0; r0 < W; r0 += 8) {
+    const __m256i store = lanes(W - r0);
+    const Index rows = std::min<Index>(8, count - r0);
+    if (rows <= 0) {
+      for (Index p = 0; p < kc; ++p)
+        _mm256_maskstore_ps(dst + p * W + r0, store, _mm256_setzero_ps());
+      continue;
+    }
+    for (Index p0 = 0; p0 < kc; p0 += 8) {
+      const Index steps = std::min<Index>(8, kc - p0);
+      __m256 r[8];
+      if (steps == 8) {
+        for (Index i = 0; i < 8; ++i)
+          r[i] = i < rows ? _mm256_loadu_ps(src + (r0 + i) * ld + p0) : _mm256_setzero_ps();
+      } else {
+        const __m256i load = lanes(steps);
+        for (Index i = 0; i < 8; ++i)
+          r[i] =
+              i < rows ? _mm256_maskload_ps(src + (r0 + i) * ld + p0, load) : _mm256_setzero_ps();
+      }
+      transpose8(r);
+      if constexpr (W % 8 == 0) {
+        for (Index q = 0; q < steps; ++q) _mm256_storeu_ps(dst + (p0 + q) * W + r0, r[q]);
+      } else {
+        for (Index q = 0; q < steps; ++q) _mm256_maskstore_ps(dst + (p0 + q) * W + r0, store, r[q]);
+      }
+    }
+  }
+}
+
+/// Packs op(A)[0:mc, 0:kc] (a points at its first element) into MR-row slivers of kc steps.
+template <bool TA>
+GROVE_NN_TARGET_AVX2 void pack_a(const float* a, Index lda, Index mc, Index kc, float* dst) {
+  if constexpr (TA) {  // op(A)(i, p) = A[p + i * lda]: rows run along the inner dimension
+    for (Index i = 0; i < mc; i += MR, dst += kc * MR)
+      pack_transposed<MR>(a + i * lda, lda, std::min(MR, mc - i), kc, dst);
+  } else {  // op(A)(i, p) = A[i + p * lda]: each step's rows are contiguous
+    // Step by step, all slivers at once: the reads run down whole columns of A.
+    const Index full = mc / MR, rest = mc - full * MR;
+    const __m256i m0 = lanes(rest), m1 = lanes(rest - 8);
+    for (Index p = 0; p < kc; ++p) {
+      const float* s = a + p * lda;
+      float* d = dst + p * MR;
+      for (Index i = 0; i < full; ++i, s += MR, d += kc * MR) {
+        _mm256_storeu_ps(d, _mm256_loadu_ps(s));
+        _mm256_storeu_ps(d + 8, _mm256_loadu_ps(s + 8));
+      }
+      if (rest > 0) {
+        _mm256_storeu_ps(d, _mm256_maskload_ps(s, m0));
+        _mm256_storeu_ps(d + 8, _mm256_maskload_ps(s + 8, m1));
+      }
+    }
+  }
+}
+
+/// Packs op(B)[0:kc, 0:nc] (b points at its first element) into NR-column slivers of kc steps.
+template <bool TB>
+GROVE_NN_TARGET_AVX2 void pack_b(const float* b, Index ldb, Index kc, Index nc, float* dst) {
+  for (Index j = 0; j < nc; j += NR, dst += kc * NR) {
+    const Index cols = std::min(NR, nc - j);
+    if constexpr (TB) {  // op(B)(p, j) = B[j + p * ldb]: each step's columns are contiguous
+      const __m256i m = lanes(cols), store = lanes(NR);
+      for (Index p = 0; p < kc; ++p)
+        _mm256_maskstore_ps(dst + p * NR, store, _mm256_maskload_ps(b + j + p * ldb, m));
+    } else {  // op(B)(p, j) = B[p + j * ldb]: columns run along the inner dimension
+      pack_transposed<NR>(b + j * ldb, ldb, cols, kc, dst);
+    }
+  }
+}
+
+/// C[0:rows, 0:cols] += alpha * (an A sliver) (a B sliver), both kc steps deep, or = when
+/// `overwrite`; rows <= 8 V and cols <= N <= NR (the packed slivers are zero beyond them). Only
+/// the first V vectors of each A step and N columns of each B step are multiplied: narrower
+/// kernels serve the last, partial slivers of a product.
+template <int V, int N>
+GROVE_NN_TARGET_AVX2 void micro_kernel(Index kc, const float* a, const float* b, float* c,
+                                       Index ldc, float alpha, Index rows, Index cols,
+                                       bool overwrite) {
+  __m256 acc[V][N];
+#pragma GCC unroll 8
+  for (int j = 0; j < N; ++j)
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) acc[v][j] = _mm256_setzero_ps();
+#pragma GCC unroll 4
+  for (Index p = 0; p < kc; ++p, a += MR, b += NR) {
+    __m256 av[V];
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) av[v] = _mm256_loadu_ps(a + 8 * v);
+#pragma GCC unroll 8
+    for (int j = 0; j < N; ++j) {
+      const __m256 bj = _mm256_broadcast_ss(b + j);
+#pragma GCC unroll 2
+      for (int v = 0; v < V; ++v) acc[v][j] = _mm256_fmadd_ps(av[v], bj, acc[v][j]);
+    }
+  }
+  const __m256 va = _mm256_set1_ps(alpha);
+  if (rows == 8 * V && cols == N) {
+#pragma GCC unroll 8
+    for (int j = 0; j < N; ++j)
+#pragma GCC unroll 2
+      for (int v = 0; v < V; ++v) {
+        float* cj = c + j * ldc + 8 * v;
+        _mm256_storeu_ps(cj, overwrite ? _mm256_mul_ps(va, acc[v][j])
+                                       : _mm256_fmadd_ps(va, acc[v][j], _mm256_loadu_ps(cj)));
+      }
+    return;
+  }
+  __m256i m[V];
+  for (int v = 0; v < V; ++v) m[v] = lanes(rows - 8 * v);
+#pragma GCC unroll 8
+  for (int j = 0; j < N; ++j) {
+    if (j >= cols) break;
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) {
+      float* cj = c + j * ldc + 8 * v;
+      const __m256 old = overwrite ? _mm256_setzero_ps() : _mm256_maskload_ps(cj, m[v]);
+      _mm256_maskstore_ps(cj, m[v], _mm256_fmadd_ps(va, acc[v][j], old));
+    }
+  }
+}
+
+/// The micro-kernel for a block of `rows` x `cols` (the narrowest that covers it).
+using kernel_fn = void (*)(Index, const float*, const float*, float*, Index, float, Index, Index,
+                           bool);
+inline kernel_fn kernel_for(Index rows, Index cols) {
+  if (rows > 8)
+    return cols > 4 ? micro_kernel<2, 6> : cols > 2 ? micro_kernel<2, 4> : micro_kernel<2, 2>;
+  return cols > 4 ? micro_kernel<1, 6> : cols > 2 ? micro_kernel<1, 4> : micro_kernel<1, 2>;
+}
+
+/// C += alpha * op(A) op(B) on one thread, or C = alpha * op(A) op(B) when `overwrite` (C is then
+/// not read): op(A) is m x k (a points at its first element, column stride lda, transposed
+/// storage when TA), op(B) is k x n likewise, C is m x n with column stride ldc; k > 0. packed_a
+/// and packed_b hold at least packed_a_size(m, k) and packed_b_size(n, k) floats.
+template <bool TA, bool TB>
+GROVE_NN_TARGET_AVX2 void gemm(Index m, Index n, Index k, const float* a, Index lda, const float* b,
+                               Index ldb, float* c, Index ldc, float alpha, bool overwrite,
+                               float* packed_a, float* packed_b) {
+  const Index KC = slab_depth(k), MC = block_height(m), NC = blocking().nc;
+  for (Index jc = 0; jc < n; jc += NC) {
+    const Index nc = std::min(NC, n - jc);
+    for (Index pc = 0; pc < k; pc += KC) {
+      const Index kc = std::min(KC, k - pc);
+      pack_b<TB>(TB ? b + jc + pc * ldb : b + pc + jc * ldb, ldb, kc, nc, packed_b);
+      for (Index ic = 0; ic < m; ic += MC) {
+        const Index mc = std::min(MC, m - ic);
+        pack_a<TA>(TA ? a + pc + ic * lda : a + ic + pc * lda, lda, mc, kc, packed_a);
+        for (Index jr = 0; jr < nc; jr += NR) {
+          const Index cols = std::min(NR, nc - jr);
+          for (Index ir = 0; ir < mc; ir += MR) {
+            const Index rows = std::min(MR, mc - ir);
+            kernel_for(rows, cols)(kc, packed_a + ir * kc, packed_b + jr * kc,
+                                   c + (ic + ir) + (jc + jr) * ldc, ldc, alpha, rows, cols,
+                                   overwrite && pc == 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+#undef GROVE_NN_TARGET_AVX2
+
+#endif  // defined(GROVE_NN_SGEMM_AVX2)
+
+}  // namespace grove::nn::detail::avx2
