@@ -34,14 +34,14 @@ long allocations_per_training(const Opt& opt, int threads) {
   };
   step(64);  // warm-up: the workspace, the gradients' storage, the thread team
   step(40);
-  g_allocations = 0;
-  g_counting = true;
-  for (int i = 0; i < 3; ++i) step(64);
-  step(40);
-  const float l = nn::loss(params, X, y, ws);  // evaluation through the same workspace
-  g_counting = false;
+  float l = 0;
+  const long counted = allocations_during([&] {
+    for (int i = 0; i < 3; ++i) step(64);
+    step(40);
+    l = nn::loss(params, X, y, ws);  // evaluation through the same workspace
+  });
   CHECK(std::isfinite(l));
-  return g_allocations.load();
+  return counted;
 }
 }  // namespace
 
@@ -66,22 +66,20 @@ TEST_CASE("sgd_step allocates nothing after warm-up", "[nn][alloc]") {
     nn::Workspace<float> ws;
     nn::sgd_step(params, X, y, 0.01f, ws);
     nn::sgd_step(params, X.leftCols(40), y.head(40), 0.01f, ws);
-    g_allocations = 0;
-    g_counting = true;
-    for (int i = 0; i < 3; ++i) nn::sgd_step(params, X, y, 0.01f, ws);
-    nn::sgd_step(params, X.leftCols(40), y.head(40), 0.01f, ws);
-    g_counting = false;
-    CHECK(g_allocations.load() == 0);
+    CHECK(allocations_during([&] {
+            for (int i = 0; i < 3; ++i) nn::sgd_step(params, X, y, 0.01f, ws);
+            nn::sgd_step(params, X.leftCols(40), y.head(40), 0.01f, ws);
+          }) == 0);
   }
 }
 
 TEST_CASE("The allocation counter counts", "[nn][alloc]") {
-  g_allocations = 0;
-  g_counting = true;
-  Eigen::MatrixXf m = Eigen::MatrixXf::Ones(100, 100);  // Eigen's aligned malloc
-  auto* v = new std::vector<int>(10);
-  g_counting = false;
-  const long counted = g_allocations.load();
+  Eigen::MatrixXf m;
+  std::vector<int>* v = nullptr;
+  const long counted = allocations_during([&] {
+    m = Eigen::MatrixXf::Ones(100, 100);  // Eigen's aligned malloc
+    v = new std::vector<int>(10);
+  });
   CHECK(m.sum() == 10000.0f);
   CHECK(v->size() == 10);
   delete v;
@@ -104,12 +102,10 @@ TEST_CASE("value_and_grad_into and train_step of composed models allocate nothin
     auto step = step_of(params);
     step(64);  // warm-up
     step(40);
-    g_allocations = 0;
-    g_counting = true;
-    for (int i = 0; i < 3; ++i) step(64);
-    step(40);
-    g_counting = false;
-    return g_allocations.load();
+    return allocations_during([&] {
+      for (int i = 0; i < 3; ++i) step(64);
+      step(40);
+    });
   };
   for (const int threads : {1, 2}) {
     INFO("threads " << threads);
