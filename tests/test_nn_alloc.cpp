@@ -152,3 +152,31 @@ TEST_CASE("value_and_grad_into and train_step of composed models allocate nothin
     CHECK(count(chain, threads, apply_of(chain)) == 0);
   }
 }
+
+TEST_CASE("evaluate and accuracy allocate nothing after warm-up, over many chunks",
+          "[nn][alloc][metrics]") {
+  const Eigen::Index batch = 2500;  // three chunks, the last one shorter
+  const Eigen::MatrixXf X = nn_test::random_matrix<float>(rnd::key(2), 20, batch);
+  const Eigen::VectorXi y = nn_test::random_labels(rnd::key(3), batch, 5);
+  for (const int threads : {1, 2}) {
+    INFO("threads " << threads);
+    nn_test::ThreadCount scope(threads);
+    const auto params = nn::init_network_params<float>({20, 16, 5}, rnd::key(1), 0.3f);
+    nn::Workspace<float> ws;
+    nn::evaluate(params, X, y, ws);  // warm-up
+    double seen = 0;
+    CHECK(allocations_during([&] {
+            seen = nn::evaluate(params, X, y, ws).loss + nn::accuracy(params, X, y, ws);
+          }) == 0);
+    CHECK(std::isfinite(seen));
+    const auto model = nn::sequential(nn::dense(20, 16), nn::swish,
+                                      nn::residual(nn::sequential(nn::layer_norm(16), nn::gelu)),
+                                      nn::dense(16, 5));
+    const auto model_params = nn::init<float>(model, rnd::key(4));
+    nn::Workspace<float> model_ws;
+    nn::evaluate(model, model_params, X, y, model_ws);  // warm-up
+    CHECK(allocations_during(
+              [&] { seen = nn::evaluate(model, model_params, X, y, model_ws).loss; }) == 0);
+    CHECK(std::isfinite(seen));
+  }
+}

@@ -7,6 +7,8 @@
 #include <grove/nn.hpp>
 #include <span>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -229,6 +231,56 @@ TEST_CASE("A run-time sequence (nn::sequential of a vector) is a model too", "[n
   worst_error(model, params, random_input(1, 4, 5), random_input(2, 2, 5), nn::mse);
   const auto paths = grove::tree_leaves_with_path(params);
   CHECK(grove::keystr(paths[2].first) == "[0][1][0].w");
+}
+
+TEST_CASE("evaluate of a model: the mean cross-entropy and the accuracy of its outputs",
+          "[nn][model][metrics]") {
+  // Both ways a model runs (the fused chain, the layer-by-layer pass), over more than one chunk
+  // of examples, against the formulas evaluated here in double on apply's outputs.
+  const auto chain = nn::sequential(nn::dense(6, 5), nn::tanh, nn::dense(5, 4));
+  const auto generic =
+      nn::sequential(nn::dense(6, 5), nn::swish,
+                     nn::residual(nn::sequential(nn::layer_norm(5), nn::gelu)), nn::dense(5, 4));
+  const Eigen::Index batch = 2100;
+  const Eigen::MatrixXf X = nn_test::random_matrix<float>(rnd::key(7), 6, batch) * 2.0f;
+  const Eigen::VectorXi y = nn_test::random_labels(rnd::key(8), batch, 4);
+  auto check = [&](const auto& model) {
+    const auto params = nn::init<float>(model, rnd::key(9));
+    const Eigen::MatrixXd logits = nn::apply(model, params, X).template cast<double>();
+    auto oracle = [&](Eigen::Index k) {  // {mean cross-entropy, accuracy} of the first k examples
+      double total = 0, correct = 0;
+      for (Eigen::Index j = 0; j < k; ++j) {
+        const double m = logits.col(j).maxCoeff();
+        total += m + std::log((logits.col(j).array() - m).exp().sum()) - logits(y(j), j);
+        Eigen::Index best = 0;
+        logits.col(j).maxCoeff(&best);
+        correct += best == y(j) ? 1 : 0;
+      }
+      return std::pair{total / static_cast<double>(k), correct / static_cast<double>(k)};
+    };
+    nn::Workspace<float> ws;
+    const auto [loss, accuracy] = nn::evaluate(model, params, X, y, ws);
+    const auto [want_loss, want_accuracy] = oracle(batch);
+    CHECK(loss == Approx(want_loss).epsilon(1e-5));
+    // (apply ran the whole set at once, evaluate in chunks: a near tie may round the other way)
+    CHECK(accuracy == Approx(want_accuracy).margin(1.5 / static_cast<double>(batch)));
+    CHECK(accuracy > 0.05);
+    // A smaller set through the same workspace.
+    const auto small = nn::evaluate(model, params, X.leftCols(3), y.head(3), ws);
+    CHECK(small.loss == Approx(oracle(3).first).epsilon(1e-5));
+    CHECK(small.accuracy == oracle(3).second);
+    CHECK(std::isnan(nn::evaluate(model, params, X.leftCols(0), y.head(0), ws).loss));
+    CHECK_THROWS_AS(nn::evaluate(model, params, X.leftCols(2), Eigen::Vector2i(0, 4), ws),
+                    grove::argument_error);
+    CHECK_THROWS_WITH(nn::evaluate(model, params, X.leftCols(2), Eigen::Vector2i(0, 4), ws),
+                      StartsWith("grove::nn::evaluate: label 4 of example 1 is outside [0, 4)"));
+  };
+  SECTION("the fused chain") {
+    check(chain);
+  }
+  SECTION("layer by layer") {
+    check(generic);
+  }
 }
 
 TEST_CASE("A user's own layer works inside sequential and residual", "[nn][model][user]") {

@@ -243,12 +243,12 @@ T pass(const char* function, const M& m, const P& params, const BatchRef<T>& x,
   });
 }
 
+// apply's pass into `out` (outputs x batch), once the model has been checked against the input.
 template <class T, class M, class P>
-void apply_pass(const char* function, const M& m, const P& params, const BatchRef<T>& x,
-                Matrix<T>& out, Workspace<T>& ws, const random::Key* key) {
+void apply_checked(const char* function, const M& m, const P& params, const BatchRef<T>& x,
+                   MatrixMap<T> out, Workspace<T>& ws, const random::Key* key) {
   const Index batch = x.cols();
-  const Index outputs = check_model(function, m, params, x.rows());
-  out.resize(outputs, batch);
+  const Index outputs = out.rows();
   if (batch == 0) return;
   using E = engine<T>;
   if (plan_chain<T>(m, params, static_cast<P*>(nullptr), ws, key != nullptr)) {
@@ -293,8 +293,17 @@ void apply_pass(const char* function, const M& m, const P& params, const BatchRe
   const ConstMatrixMap<T> xm = contiguous<T>(x, ws, used);
   const std::span<T> saved_span(ws.buffer_.data() + used, static_cast<std::size_t>(saved));
   on_pass_team<T, M>(layer_context{key != nullptr, key, &ws}, ws, [&](const layer_context& ctx) {
-    forward_layer<T>(m, params, xm, MatrixMap<T>(out.data(), outputs, batch), saved_span, ctx);
+    forward_layer<T>(m, params, xm, out, saved_span, ctx);
   });
+}
+
+// The model's output for x into `out` (resized): the checks, then apply_checked.
+template <class T, class M, class P>
+void apply_pass(const char* function, const M& m, const P& params, const BatchRef<T>& x,
+                Matrix<T>& out, Workspace<T>& ws, const random::Key* key) {
+  out.resize(check_model(function, m, params, x.rows()), x.cols());
+  apply_checked<T>(function, m, params, x, MatrixMap<T>(out.data(), out.rows(), out.cols()), ws,
+                   key);
 }
 
 }  // namespace detail
@@ -336,25 +345,10 @@ Evaluation evaluate(const M& m, const P& params, const Eigen::MatrixBase<DX>& X,
   return detail::with_targets<T>("evaluate", labels, batch, [&](const auto& targets) {
     const Index classes = detail::check_model("evaluate", m, params, x.rows());
     detail::check_targets("evaluate", targets, classes, batch);
-    if (batch == 0) return Evaluation{std::numeric_limits<double>::quiet_NaN(), 0.0};
-    T total = 0;
-    std::size_t correct = 0;
-    Matrix<T>& logits = ws.predictions_;
-    for (Index c = 0; c < batch; c += detail::inference_chunk) {
-      const Index n = std::min(detail::inference_chunk, batch - c);
-      detail::apply_pass<T>("evaluate", m, params, x.middleCols(c, n), logits, ws, nullptr);
-      T chunk_total = 0;  // summed as the walk-through's evaluate sums
-      for (Index j = 0; j < n; ++j) {
-        Index best = 0;
-        logits.col(j).maxCoeff(&best);
-        const Index label = targets[c + j];
-        correct += best == label ? 1 : 0;
-        chunk_total += detail::log_sum_exp(logits.col(j).data(), classes) - logits(label, j);
-      }
-      total += chunk_total;
-    }
-    return Evaluation{static_cast<double>(total / static_cast<T>(batch)),
-                      static_cast<double>(correct) / static_cast<double>(batch)};
+    return detail::score_in_chunks<T>(
+        targets, classes, batch, ws, [&](Index c, Index n, MatrixMap<T>& logits) {
+          detail::apply_checked<T>("evaluate", m, params, x.middleCols(c, n), logits, ws, nullptr);
+        });
   });
 }
 
