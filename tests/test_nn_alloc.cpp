@@ -180,3 +180,36 @@ TEST_CASE("evaluate and accuracy allocate nothing after warm-up, over many chunk
     CHECK(std::isfinite(seen));
   }
 }
+
+TEST_CASE("A run-time sequence of nested sequences trains without allocating after warm-up",
+          "[nn][alloc][model]") {
+  using Block =
+      decltype(nn::residual(nn::sequential(nn::layer_norm(32), nn::dense(32, 32), nn::tanh)));
+  std::vector<Block> blocks;
+  for (int i = 0; i < 3; ++i)
+    blocks.push_back(nn::residual(nn::sequential(nn::layer_norm(32), nn::dense(32, 32), nn::tanh)));
+  const auto model = nn::sequential(nn::dense(300, 32), nn::sequential(blocks), nn::dense(32, 10));
+  const Eigen::MatrixXf X = nn_test::random_matrix<float>(rnd::key(2), 300, 64);
+  const Eigen::VectorXi y = nn_test::random_labels(rnd::key(3), 64, 10);
+  for (const int threads : {1, 2}) {
+    INFO("threads " << threads);
+    nn_test::ThreadCount scope(threads);
+    auto params = nn::init<float>(model, rnd::key(1));
+    const auto opt = nn::adam(1e-3);
+    auto state = opt.init(params);
+    nn::StepWorkspace<decltype(params)> ws;
+    auto step = [&](Eigen::Index batch) {
+      return nn::train_step(model, params, X.leftCols(batch), y.head(batch),
+                            nn::softmax_cross_entropy, opt, state, ws);
+    };
+    const float first = step(64);  // warm-up
+    step(40);
+    float last = 0;
+    CHECK(allocations_during([&] {
+            for (int i = 0; i < 3; ++i) last = step(64);
+            step(40);
+          }) == 0);
+    CHECK(std::isfinite(first));
+    CHECK(last < first);  // it trains
+  }
+}

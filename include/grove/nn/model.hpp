@@ -166,8 +166,10 @@ void on_pass_team(const layer_context& ctx, Workspace<T>& ws, Body&& body) {
     body(ctx);
     return;
   }
-  auto& scratch = ws.scratch();  // each thread's own products' memory, before the team starts
+  // Each thread's own products' memory and sequences' places, before the team starts.
+  auto& scratch = ws.scratch();
   if (static_cast<int>(scratch.size()) < nt) scratch.resize(static_cast<std::size_t>(nt));
+  if (static_cast<int>(ws.places_.size()) < nt) ws.places_.resize(static_cast<std::size_t>(nt));
   parallel(nt, [&](int tid, int team) {
     layer_context c = ctx;
     c.thread = tid;
