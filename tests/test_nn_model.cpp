@@ -448,6 +448,36 @@ TEST_CASE("The classic MLP via sequential: today's loss, gradients and sgd_step"
   }
 }
 
+TEST_CASE("train_step with sgd on a model the engine cannot fuse: value_and_grad, then the step",
+          "[nn][model][optim]") {
+  const auto model = nn::sequential(nn::dense(5, 6), nn::tanh, nn::layer_norm(6), nn::dense(6, 3));
+  const auto params = nn::init<double>(model, rnd::key(3));
+  const MatrixXd X = random_input(4, 5, 9);
+  const Eigen::VectorXi y = nn_test::random_labels(rnd::key(5), 9, 3);
+  const auto tx = nn::sgd(grove::optim::exponential_decay(0.3, 1, 0.5));
+  auto stepped = params;
+  auto separate = params;
+  auto s_stepped = tx.init(stepped);
+  auto s_separate = tx.init(separate);
+  nn::StepWorkspace<std::remove_cvref_t<decltype(params)>> ws;
+  for (int step = 0; step < 3; ++step) {
+    const double l =
+        nn::train_step(model, stepped, X, y, nn::softmax_cross_entropy, tx, s_stepped, ws);
+    const auto [want, g] = nn::value_and_grad(model, separate, X, y, nn::softmax_cross_entropy);
+    tx.step(separate, g, s_separate);
+    CHECK(l == Approx(want).epsilon(1e-12));
+  }
+  CHECK(std::get<0>(s_stepped).count == 3);
+  CHECK(std::get<0>(stepped).w.isApprox(std::get<0>(separate).w, 1e-12));
+  CHECK(std::get<2>(stepped).scale.isApprox(std::get<2>(separate).scale, 1e-12));
+  CHECK_FALSE(std::get<0>(stepped).w.isApprox(std::get<0>(params).w, 1e-3));
+  // Its errors name train_step, from the one check.
+  CHECK_THROWS_WITH(nn::train_step(model, stepped, X.leftCols(2), Eigen::Vector2i(0, 3),
+                                   nn::softmax_cross_entropy, tx, s_stepped, ws),
+                    StartsWith("grove::nn::train_step: label 3 of example 1"));
+  CHECK(std::get<0>(s_stepped).count == 3);
+}
+
 TEST_CASE("The fused engine and the layer-by-layer passes agree for every loss",
           "[nn][model][engine]") {
   const auto model = nn::sequential(nn::dense(7, 9), nn::tanh, nn::dropout(0.5), nn::dense(9, 9),

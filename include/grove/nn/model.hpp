@@ -179,8 +179,8 @@ void on_pass_team(const layer_context& ctx, Workspace<T>& ws, Body&& body) {
 }
 
 // The whole pass: checks, then the engine or the layers. grads (may be null: the loss only) and
-// input_grad (may be null) are written when given; sgd_lr >= 0 with grads null and a chain runs
-// the fused SGD step on params instead (returns false from `fused` when it could not).
+// input_grad (may be null) are written when given; sgd_lr >= 0 with a chain runs the fused SGD
+// step on params instead (and sets `fused`); without a chain it writes grads as without sgd_lr.
 template <class T, class M, class P, class DY, class Loss>
 T pass(const char* function, const M& m, const P& params, const BatchRef<T>& x,
        const Eigen::DenseBase<DY>& Y, const Loss& loss, const random::Key* key, P* grads,
@@ -189,23 +189,27 @@ T pass(const char* function, const M& m, const P& params, const BatchRef<T>& x,
   const Index out = check_model(function, m, params, x.rows());
   return with_targets<T>(function, Y, batch, [&](const auto& targets) -> T {
     loss.check(function, targets, out, batch);
-    if (grads) prepare_grads_like(*grads, params);
     if (input_grad) input_grad->resize(x.rows(), batch);
-    if (batch == 0) return std::numeric_limits<T>::quiet_NaN();
     using E = engine<T>;
     const View<const T> xv{x.data(), x.rows(), batch, x.outerStride()};
-    if (!input_grad && plan_chain<T>(m, params, grads, ws, key != nullptr)) {
+    // The fused SGD step needs no stored gradients; a model it cannot run takes the way below,
+    // which writes grads for the caller's optimizer step.
+    const bool sgd = sgd_lr >= T(0);
+    if (sgd && batch != 0 && !input_grad &&
+        plan_chain<T>(m, params, static_cast<P*>(nullptr), ws, key != nullptr)) {
+      if (fused) *fused = true;
+      return E::template run<E::mode::sgd>(function,
+                                           chain_net<T>{ws.chain_.data(), ws.chain_.size()}, xv,
+                                           targets, loss, View<T>{}, ws, sgd_lr);
+    }
+    if (grads) prepare_grads_like(*grads, params);
+    if (batch == 0) return std::numeric_limits<T>::quiet_NaN();
+    if (!sgd && !input_grad && plan_chain<T>(m, params, grads, ws, key != nullptr)) {
       const chain_net<T> net{ws.chain_.data(), ws.chain_.size()};
-      if (sgd_lr >= T(0)) {
-        if (fused) *fused = true;
-        return E::template run<E::mode::sgd>(function, net, xv, targets, loss, View<T>{}, ws,
-                                             sgd_lr);
-      }
       if (grads)
         return E::template run<E::mode::train>(function, net, xv, targets, loss, View<T>{}, ws);
       return E::template run<E::mode::loss>(function, net, xv, targets, loss, View<T>{}, ws);
     }
-    if (sgd_lr >= T(0)) return T(0);  // the caller takes the unfused way
     // Layer by layer: [x, when strided][y][dy][the model's saved memory].
     const Index in = x.rows();
     const Index saved = saved_size(m, in, batch);
@@ -470,22 +474,22 @@ typename DX::Scalar train_step(const M& m, P& params, const Eigen::MatrixBase<DX
                                StepWorkspace<P, typename DX::Scalar>& ws) {
   using T = typename DX::Scalar;
   const detail::BatchRef<T> x(X.derived());
-  if constexpr (std::is_same_v<Opt, optim::Chain<optim::ScaleBySchedule>> &&
-                std::is_same_v<State, std::tuple<optim::ScaleByScheduleState>>) {
-    // The seam where the optimizer meets the engine: plain SGD (optim::sgd, a chain of one
-    // scale_by_learning_rate, whose step size is -learning_rate) is fused into the backward pass.
-    bool fused = false;
-    auto& count = std::get<0>(state).count;
-    const T lr = static_cast<T>(-std::get<0>(opt.transformations()).schedule()(count));
-    const T value = detail::pass<T>("train_step", m, params, x, Y, loss_fn, key,
-                                    static_cast<P*>(nullptr), nullptr, ws.ws, lr, &fused);
-    if (fused) {
-      ++count;
-      return value;
-    }
+  // The seam where the optimizer meets the engine: plain SGD (optim::sgd, a chain of one
+  // scale_by_learning_rate, whose step size is -learning_rate) is fused into the backward pass
+  // when the model is a chain; any other model gets its gradients from the same pass (the checks
+  // run once), then the optimizer's step.
+  constexpr bool plain_sgd = std::is_same_v<Opt, optim::Chain<optim::ScaleBySchedule>> &&
+                             std::is_same_v<State, std::tuple<optim::ScaleByScheduleState>>;
+  T lr = T(-1);  // no fused step
+  if constexpr (plain_sgd)
+    lr = static_cast<T>(-std::get<0>(opt.transformations()).schedule()(std::get<0>(state).count));
+  bool fused = false;
+  const T value = detail::pass<T>("train_step", m, params, x, Y, loss_fn, key, &ws.grads, nullptr,
+                                  ws.ws, lr, &fused);
+  if (fused) {
+    if constexpr (plain_sgd) ++std::get<0>(state).count;
+    return value;
   }
-  const T value =
-      detail::pass<T>("train_step", m, params, x, Y, loss_fn, key, &ws.grads, nullptr, ws.ws);
   opt.step(params, ws.grads, state);
   return value;
 }
