@@ -2,8 +2,8 @@
 // header in exactly one source file of a test executable. It replaces the global operator new
 // and delete and, outside AddressSanitizer builds (ASan owns malloc), malloc, calloc, realloc and
 // the aligned allocators, which is where Eigen, libgomp and the C++ runtime get their memory.
-// Every thread counts while g_counting is true, each allocation once; GROVE_COUNTS_MALLOC says
-// whether malloc counts.
+// Every thread counts while g_counting is true (allocations_during(f) counts what f does), each
+// allocation once; GROVE_COUNTS_MALLOC says whether malloc counts.
 #pragma once
 
 #include <atomic>
@@ -17,6 +17,17 @@ std::atomic<bool> g_counting{false};
 inline void note_allocation() {
   if (g_counting.load(std::memory_order_relaxed))
     g_allocations.fetch_add(1, std::memory_order_relaxed);
+}
+
+// The allocations that f() makes, on any thread: what a test compares with 0 once the code path
+// has been warmed up.
+template <class F>
+long allocations_during(F&& f) {
+  g_allocations = 0;
+  g_counting = true;
+  f();
+  g_counting = false;
+  return g_allocations.load();
 }
 }  // namespace
 

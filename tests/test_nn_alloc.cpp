@@ -34,14 +34,14 @@ long allocations_per_training(const Opt& opt, int threads) {
   };
   step(64);  // warm-up: the workspace, the gradients' storage, the thread team
   step(40);
-  g_allocations = 0;
-  g_counting = true;
-  for (int i = 0; i < 3; ++i) step(64);
-  step(40);
-  const float l = nn::loss(params, X, y, ws);  // evaluation through the same workspace
-  g_counting = false;
+  float l = 0;
+  const long counted = allocations_during([&] {
+    for (int i = 0; i < 3; ++i) step(64);
+    step(40);
+    l = nn::loss(params, X, y, ws);  // evaluation through the same workspace
+  });
   CHECK(std::isfinite(l));
-  return g_allocations.load();
+  return counted;
 }
 }  // namespace
 
@@ -66,22 +66,20 @@ TEST_CASE("sgd_step allocates nothing after warm-up", "[nn][alloc]") {
     nn::Workspace<float> ws;
     nn::sgd_step(params, X, y, 0.01f, ws);
     nn::sgd_step(params, X.leftCols(40), y.head(40), 0.01f, ws);
-    g_allocations = 0;
-    g_counting = true;
-    for (int i = 0; i < 3; ++i) nn::sgd_step(params, X, y, 0.01f, ws);
-    nn::sgd_step(params, X.leftCols(40), y.head(40), 0.01f, ws);
-    g_counting = false;
-    CHECK(g_allocations.load() == 0);
+    CHECK(allocations_during([&] {
+            for (int i = 0; i < 3; ++i) nn::sgd_step(params, X, y, 0.01f, ws);
+            nn::sgd_step(params, X.leftCols(40), y.head(40), 0.01f, ws);
+          }) == 0);
   }
 }
 
 TEST_CASE("The allocation counter counts", "[nn][alloc]") {
-  g_allocations = 0;
-  g_counting = true;
-  Eigen::MatrixXf m = Eigen::MatrixXf::Ones(100, 100);  // Eigen's aligned malloc
-  auto* v = new std::vector<int>(10);
-  g_counting = false;
-  const long counted = g_allocations.load();
+  Eigen::MatrixXf m;
+  std::vector<int>* v = nullptr;
+  const long counted = allocations_during([&] {
+    m = Eigen::MatrixXf::Ones(100, 100);  // Eigen's aligned malloc
+    v = new std::vector<int>(10);
+  });
   CHECK(m.sum() == 10000.0f);
   CHECK(v->size() == 10);
   delete v;
@@ -104,12 +102,10 @@ TEST_CASE("value_and_grad_into and train_step of composed models allocate nothin
     auto step = step_of(params);
     step(64);  // warm-up
     step(40);
-    g_allocations = 0;
-    g_counting = true;
-    for (int i = 0; i < 3; ++i) step(64);
-    step(40);
-    g_counting = false;
-    return g_allocations.load();
+    return allocations_during([&] {
+      for (int i = 0; i < 3; ++i) step(64);
+      step(40);
+    });
   };
   for (const int threads : {1, 2}) {
     INFO("threads " << threads);
@@ -154,5 +150,66 @@ TEST_CASE("value_and_grad_into and train_step of composed models allocate nothin
     };
     CHECK(count(generic, threads, apply_of(generic)) == 0);
     CHECK(count(chain, threads, apply_of(chain)) == 0);
+  }
+}
+
+TEST_CASE("evaluate and accuracy allocate nothing after warm-up, over many chunks",
+          "[nn][alloc][metrics]") {
+  const Eigen::Index batch = 2500;  // three chunks, the last one shorter
+  const Eigen::MatrixXf X = nn_test::random_matrix<float>(rnd::key(2), 20, batch);
+  const Eigen::VectorXi y = nn_test::random_labels(rnd::key(3), batch, 5);
+  for (const int threads : {1, 2}) {
+    INFO("threads " << threads);
+    nn_test::ThreadCount scope(threads);
+    const auto params = nn::init_network_params<float>({20, 16, 5}, rnd::key(1), 0.3f);
+    nn::Workspace<float> ws;
+    nn::evaluate(params, X, y, ws);  // warm-up
+    double seen = 0;
+    CHECK(allocations_during([&] {
+            seen = nn::evaluate(params, X, y, ws).loss + nn::accuracy(params, X, y, ws);
+          }) == 0);
+    CHECK(std::isfinite(seen));
+    const auto model = nn::sequential(nn::dense(20, 16), nn::swish,
+                                      nn::residual(nn::sequential(nn::layer_norm(16), nn::gelu)),
+                                      nn::dense(16, 5));
+    const auto model_params = nn::init<float>(model, rnd::key(4));
+    nn::Workspace<float> model_ws;
+    nn::evaluate(model, model_params, X, y, model_ws);  // warm-up
+    CHECK(allocations_during(
+              [&] { seen = nn::evaluate(model, model_params, X, y, model_ws).loss; }) == 0);
+    CHECK(std::isfinite(seen));
+  }
+}
+
+TEST_CASE("A run-time sequence of nested sequences trains without allocating after warm-up",
+          "[nn][alloc][model]") {
+  using Block =
+      decltype(nn::residual(nn::sequential(nn::layer_norm(32), nn::dense(32, 32), nn::tanh)));
+  std::vector<Block> blocks;
+  for (int i = 0; i < 3; ++i)
+    blocks.push_back(nn::residual(nn::sequential(nn::layer_norm(32), nn::dense(32, 32), nn::tanh)));
+  const auto model = nn::sequential(nn::dense(300, 32), nn::sequential(blocks), nn::dense(32, 10));
+  const Eigen::MatrixXf X = nn_test::random_matrix<float>(rnd::key(2), 300, 64);
+  const Eigen::VectorXi y = nn_test::random_labels(rnd::key(3), 64, 10);
+  for (const int threads : {1, 2}) {
+    INFO("threads " << threads);
+    nn_test::ThreadCount scope(threads);
+    auto params = nn::init<float>(model, rnd::key(1));
+    const auto opt = nn::adam(1e-3);
+    auto state = opt.init(params);
+    nn::StepWorkspace<decltype(params)> ws;
+    auto step = [&](Eigen::Index batch) {
+      return nn::train_step(model, params, X.leftCols(batch), y.head(batch),
+                            nn::softmax_cross_entropy, opt, state, ws);
+    };
+    const float first = step(64);  // warm-up
+    step(40);
+    float last = 0;
+    CHECK(allocations_during([&] {
+            for (int i = 0; i < 3; ++i) last = step(64);
+            step(40);
+          }) == 0);
+    CHECK(std::isfinite(first));
+    CHECK(last < first);  // it trains
   }
 }

@@ -7,6 +7,8 @@
 #include <grove/nn.hpp>
 #include <span>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -231,6 +233,56 @@ TEST_CASE("A run-time sequence (nn::sequential of a vector) is a model too", "[n
   CHECK(grove::keystr(paths[2].first) == "[0][1][0].w");
 }
 
+TEST_CASE("evaluate of a model: the mean cross-entropy and the accuracy of its outputs",
+          "[nn][model][metrics]") {
+  // Both ways a model runs (the fused chain, the layer-by-layer pass), over more than one chunk
+  // of examples, against the formulas evaluated here in double on apply's outputs.
+  const auto chain = nn::sequential(nn::dense(6, 5), nn::tanh, nn::dense(5, 4));
+  const auto generic =
+      nn::sequential(nn::dense(6, 5), nn::swish,
+                     nn::residual(nn::sequential(nn::layer_norm(5), nn::gelu)), nn::dense(5, 4));
+  const Eigen::Index batch = 2100;
+  const Eigen::MatrixXf X = nn_test::random_matrix<float>(rnd::key(7), 6, batch) * 2.0f;
+  const Eigen::VectorXi y = nn_test::random_labels(rnd::key(8), batch, 4);
+  auto check = [&](const auto& model) {
+    const auto params = nn::init<float>(model, rnd::key(9));
+    const Eigen::MatrixXd logits = nn::apply(model, params, X).template cast<double>();
+    auto oracle = [&](Eigen::Index k) {  // {mean cross-entropy, accuracy} of the first k examples
+      double total = 0, correct = 0;
+      for (Eigen::Index j = 0; j < k; ++j) {
+        const double m = logits.col(j).maxCoeff();
+        total += m + std::log((logits.col(j).array() - m).exp().sum()) - logits(y(j), j);
+        Eigen::Index best = 0;
+        logits.col(j).maxCoeff(&best);
+        correct += best == y(j) ? 1 : 0;
+      }
+      return std::pair{total / static_cast<double>(k), correct / static_cast<double>(k)};
+    };
+    nn::Workspace<float> ws;
+    const auto [loss, accuracy] = nn::evaluate(model, params, X, y, ws);
+    const auto [want_loss, want_accuracy] = oracle(batch);
+    CHECK(loss == Approx(want_loss).epsilon(1e-5));
+    // (apply ran the whole set at once, evaluate in chunks: a near tie may round the other way)
+    CHECK(accuracy == Approx(want_accuracy).margin(1.5 / static_cast<double>(batch)));
+    CHECK(accuracy > 0.05);
+    // A smaller set through the same workspace.
+    const auto small = nn::evaluate(model, params, X.leftCols(3), y.head(3), ws);
+    CHECK(small.loss == Approx(oracle(3).first).epsilon(1e-5));
+    CHECK(small.accuracy == oracle(3).second);
+    CHECK(std::isnan(nn::evaluate(model, params, X.leftCols(0), y.head(0), ws).loss));
+    CHECK_THROWS_AS(nn::evaluate(model, params, X.leftCols(2), Eigen::Vector2i(0, 4), ws),
+                    grove::argument_error);
+    CHECK_THROWS_WITH(nn::evaluate(model, params, X.leftCols(2), Eigen::Vector2i(0, 4), ws),
+                      StartsWith("grove::nn::evaluate: label 4 of example 1 is outside [0, 4)"));
+  };
+  SECTION("the fused chain") {
+    check(chain);
+  }
+  SECTION("layer by layer") {
+    check(generic);
+  }
+}
+
 TEST_CASE("A user's own layer works inside sequential and residual", "[nn][model][user]") {
   const auto model = nn::sequential(nn::dense(3, 4), user::ScaledTanh{4},
                                     nn::residual(user::ScaledTanh{4}), nn::dense(4, 2));
@@ -394,6 +446,36 @@ TEST_CASE("The classic MLP via sequential: today's loss, gradients and sgd_step"
     CHECK(std::get<4>(b).w == a[2].w);
     CHECK(std::get<0>(b).b == a[0].b);
   }
+}
+
+TEST_CASE("train_step with sgd on a model the engine cannot fuse: value_and_grad, then the step",
+          "[nn][model][optim]") {
+  const auto model = nn::sequential(nn::dense(5, 6), nn::tanh, nn::layer_norm(6), nn::dense(6, 3));
+  const auto params = nn::init<double>(model, rnd::key(3));
+  const MatrixXd X = random_input(4, 5, 9);
+  const Eigen::VectorXi y = nn_test::random_labels(rnd::key(5), 9, 3);
+  const auto tx = nn::sgd(grove::optim::exponential_decay(0.3, 1, 0.5));
+  auto stepped = params;
+  auto separate = params;
+  auto s_stepped = tx.init(stepped);
+  auto s_separate = tx.init(separate);
+  nn::StepWorkspace<std::remove_cvref_t<decltype(params)>> ws;
+  for (int step = 0; step < 3; ++step) {
+    const double l =
+        nn::train_step(model, stepped, X, y, nn::softmax_cross_entropy, tx, s_stepped, ws);
+    const auto [want, g] = nn::value_and_grad(model, separate, X, y, nn::softmax_cross_entropy);
+    tx.step(separate, g, s_separate);
+    CHECK(l == Approx(want).epsilon(1e-12));
+  }
+  CHECK(std::get<0>(s_stepped).count == 3);
+  CHECK(std::get<0>(stepped).w.isApprox(std::get<0>(separate).w, 1e-12));
+  CHECK(std::get<2>(stepped).scale.isApprox(std::get<2>(separate).scale, 1e-12));
+  CHECK_FALSE(std::get<0>(stepped).w.isApprox(std::get<0>(params).w, 1e-3));
+  // Its errors name train_step, from the one check.
+  CHECK_THROWS_WITH(nn::train_step(model, stepped, X.leftCols(2), Eigen::Vector2i(0, 3),
+                                   nn::softmax_cross_entropy, tx, s_stepped, ws),
+                    StartsWith("grove::nn::train_step: label 3 of example 1"));
+  CHECK(std::get<0>(s_stepped).count == 3);
 }
 
 TEST_CASE("The fused engine and the layer-by-layer passes agree for every loss",

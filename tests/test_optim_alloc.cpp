@@ -24,11 +24,9 @@ long allocations_per_steps(const Tx& tx, int threads) {
   auto grads = grove::tree_map([](const auto& p) { return (p * 0.5f).eval(); }, params);
   auto state = tx.init(params);
   tx.step(params, grads, state);  // warm-up: the thread team
-  g_allocations = 0;
-  g_counting = true;
-  for (int i = 0; i < 4; ++i) tx.step(params, grads, state);
-  g_counting = false;
-  return g_allocations.load();
+  return allocations_during([&] {
+    for (int i = 0; i < 4; ++i) tx.step(params, grads, state);
+  });
 }
 }  // namespace
 
@@ -60,10 +58,10 @@ TEST_CASE("The allocation counter counts an optimizer's update", "[optim][alloc]
   std::vector<Eigen::VectorXf> params{Eigen::VectorXf::Ones(100)};
   const auto tx = optim::adam(1e-3);
   auto state = tx.init(params);
-  g_allocations = 0;
-  g_counting = true;
-  auto result = tx.update(params, state, params);  // copies: allocates
-  g_counting = false;
-  CHECK(g_allocations.load() > 0);
-  CHECK(result.updates.size() == 1);
+  std::size_t updates = 0;
+  CHECK(allocations_during([&] {
+          const auto result = tx.update(params, state, params);  // copies: allocates
+          updates = result.updates.size();
+        }) > 0);
+  CHECK(updates == 1);
 }

@@ -12,6 +12,7 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <span>
@@ -615,32 +616,23 @@ Residual<std::remove_cvref_t<Block>> residual(Block&& block) {
 
 namespace detail {
 
-// Where child i of a sequence keeps its output and its own memory within the sequence's memory,
-// for a batch of `batch` columns: [out_0][saved_0][out_1][saved_1]...[saved_last][g0][g1], with
-// g0 and g1 the gradients between the children (the widest output each), used in turn.
-struct child_place {
-  Index in = 0, out = 0;
-  Index output_at = -1;  // -1 for the last child, which writes the sequence's output
-  Index saved_at = 0, saved = 0;
-};
-
-// Calls visit(i, place) for each child in order, given get_out(i, in) and get_saved(i, in);
-// returns {total memory, offset of g0, widest intermediate output}.
-template <class Out, class Saved, class Visit>
-std::array<Index, 3> layout(std::size_t n, Index in, Index batch, Out&& get_out, Saved&& get_saved,
-                            Visit&& visit) {
+// Calls visit(i, place) for each child in order, given sizes(i, in) = {child i's outputs, its
+// own memory} for `in` features; returns {total memory, offset of g0, widest intermediate output}.
+template <class Sizes, class Visit>
+std::array<Index, 3> layout(std::size_t n, Index in, Index batch, Sizes&& sizes, Visit&& visit) {
   Index at = 0, widest = 0;
   for (std::size_t i = 0; i < n; ++i) {
     child_place c;
     c.in = in;
-    c.out = get_out(i, in);
+    const auto [out, saved] = sizes(i, in);
+    c.out = out;
     if (i + 1 < n) {
       c.output_at = at;
       at += aligned(c.out * batch);
       widest = std::max(widest, c.out);
     }
     c.saved_at = at;
-    c.saved = get_saved(i, in);
+    c.saved = saved;
     at += aligned(c.saved);
     visit(i, c);
     in = c.out;
@@ -650,16 +642,62 @@ std::array<Index, 3> layout(std::size_t n, Index in, Index batch, Out&& get_out,
   return {at, g, widest};
 }
 
-// Place i of a sequence (see layout).
-template <class Out, class Saved>
-child_place place_of(std::size_t n, Index in, Index batch, Out&& get_out, Saved&& get_saved,
-                     std::size_t i) {
-  child_place c;
-  layout(n, in, batch, get_out, get_saved, [&](std::size_t k, const child_place& p) {
-    if (k == i) c = p;
-  });
-  return c;
+// sizes for layout from a sequence's with_child (see sequence_forward), whichever arguments it
+// hands its function.
+template <class WithChild>
+auto child_sizes(WithChild& with_child, Index batch) {
+  return [&with_child, batch](std::size_t i, Index in) {
+    std::array<Index, 2> s{};
+    with_child(i, [&](const auto& l, auto&&...) {
+      s = {output_features(l, in), saved_size(l, in, batch)};
+    });
+    return s;
+  };
 }
+
+// The places of a sequence's n children for one pass (forward or backward), computed once on
+// entry. They live in the calling thread's stack of places in the workspace, which keeps its
+// memory from pass to pass (a child that is a sequence pushes its own above these and pops them
+// when it returns; so places are read by value, never by reference); without grove's workspace
+// (a layer called outside grove's passes), in memory of their own.
+template <class T>
+class sequence_places {
+ public:
+  template <class WithChild>
+  sequence_places(std::size_t n, WithChild& with_child, Index in, Index batch,
+                  const layer_context& ctx)
+      : stack_(stack_of(ctx)), base_(stack_->size()) {
+    stack_->resize(base_ + n);
+    const auto [total, g_at, widest] =
+        layout(n, in, batch, child_sizes(with_child, batch),
+               [&](std::size_t i, const child_place& c) { (*stack_)[base_ + i] = c; });
+    (void)total;
+    g_at_ = g_at;
+    widest_ = widest;
+  }
+  ~sequence_places() { stack_->resize(base_); }
+  sequence_places(const sequence_places&) = delete;
+  sequence_places& operator=(const sequence_places&) = delete;
+
+  child_place operator[](std::size_t i) const { return (*stack_)[base_ + i]; }
+  Index g_at() const { return g_at_; }      // where the gradients between the children start
+  Index widest() const { return widest_; }  // the widest output but the last
+
+ private:
+  std::vector<child_place>* stack_of(const layer_context& ctx) {
+    if (ctx.detail == nullptr) return &own_;
+    auto& all = static_cast<Workspace<T>*>(ctx.detail)->places_;
+    // (In a team the pass has made one per thread before the team started: see model.hpp.)
+    const auto t = static_cast<std::size_t>(ctx.thread);
+    if (ctx.threads == 1 && all.size() <= t) all.resize(t + 1);
+    return &all[t];
+  }
+
+  std::vector<child_place> own_;
+  std::vector<child_place>* stack_;
+  std::size_t base_;
+  Index g_at_ = 0, widest_ = 0;
+};
 
 // The context of child i: the sequence's, with the child's own key (fold_in(key, i)).
 inline layer_context child_context(const layer_context& ctx, std::size_t i, random::Key& key) {
@@ -680,33 +718,20 @@ template <class T, class WithChild>
 void sequence_forward(std::size_t n, WithChild&& with_child, ConstMatrixMap<T> x, MatrixMap<T> y,
                       std::span<T> saved, const layer_context& ctx) {
   const Index batch = x.cols();
+  const sequence_places<T> places(n, with_child, x.rows(), batch, ctx);
   const T* input = x.data();
-  auto get_out = [&](std::size_t i, Index in) {
-    Index out = 0;
-    with_child(i, [&](const auto& l, const auto&, auto*) { out = output_features(l, in); });
-    return out;
-  };
-  auto get_saved = [&](std::size_t i, Index in) {
-    Index s = 0;
-    with_child(i, [&](const auto& l, const auto&, auto*) { s = saved_size(l, in, batch); });
-    return s;
-  };
   auto part = [&](const child_place& c) {
     return saved.subspan(static_cast<std::size_t>(c.saved_at), static_cast<std::size_t>(c.saved));
   };
   auto output_of = [&](const child_place& c) {
     return c.output_at < 0 ? y.data() : saved.data() + c.output_at;
   };
-  bool skip = false;  // child i was run with child i - 1
-  layout(n, x.rows(), batch, get_out, get_saved, [&](std::size_t i, const child_place& c) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const child_place c = places[i];
     T* out = output_of(c);
-    if (skip) {
-      skip = false;
-      input = out;
-      return;
-    }
     random::Key key;
     const layer_context child = child_context(ctx, i, key);
+    bool fused = false;  // child i + 1 runs with child i
     with_child(i, [&](const auto& l, const auto& p, auto*) {
       using L = std::remove_cvref_t<decltype(l)>;
       if constexpr (std::is_same_v<L, DenseLayer>) {
@@ -714,7 +739,7 @@ void sequence_forward(std::size_t n, WithChild&& with_child, ConstMatrixMap<T> x
           with_child(i + 1, [&](const auto& act, const auto&, auto*) {
             using A = std::remove_cvref_t<decltype(act)>;
             if constexpr (activation<A>) {
-              const child_place next = place_of(n, x.rows(), batch, get_out, get_saved, i + 1);
+              const child_place next = places[i + 1];
               T* a = output_of(next);
               T* d = saved.data() + next.saved_at;
               const bool training = ctx.training;
@@ -729,17 +754,19 @@ void sequence_forward(std::size_t n, WithChild&& with_child, ConstMatrixMap<T> x
                                              act.forward(out + at, a + at, len);
                                            }
                                          });
-              skip = true;
+              out = a;
+              fused = true;
             }
           });
         }
       }
-      if (!skip)
+      if (!fused)
         forward_layer<T>(l, p, ConstMatrixMap<T>(input, c.in, batch),
                          MatrixMap<T>(out, c.out, batch), part(c), child);
     });
     input = out;
-  });
+    if (fused) ++i;  // the activation after it is done
+  }
 }
 
 template <class T, class WithChild>
@@ -747,32 +774,21 @@ void sequence_backward(std::size_t n, WithChild&& with_child, ConstMatrixMap<T> 
                        ConstMatrixMap<T> y, ConstMatrixMap<T> dy, MatrixMap<T> dx,
                        std::span<T> saved, const layer_context& ctx) {
   const Index batch = x.cols();
-  auto get_out = [&](std::size_t i, Index in) {
-    Index out = 0;
-    with_child(i, [&](const auto& l, const auto&, auto*) { out = output_features(l, in); });
-    return out;
-  };
-  auto get_saved = [&](std::size_t i, Index in) {
-    Index s = 0;
-    with_child(i, [&](const auto& l, const auto&, auto*) { s = saved_size(l, in, batch); });
-    return s;
-  };
-  const auto [total, g_at, widest] =
-      layout(n, x.rows(), batch, get_out, get_saved, [](std::size_t, const child_place&) {});
-  (void)total;
-  T* g[2] = {saved.data() + g_at, saved.data() + g_at + aligned(widest * batch)};
+  const sequence_places<T> places(n, with_child, x.rows(), batch, ctx);
+  T* g[2] = {saved.data() + places.g_at(),
+             saved.data() + places.g_at() + aligned(places.widest() * batch)};
   // Where child r reads the gradient of its output, and where it writes that of its input.
   const T* d_out = dy.data();
   auto other = [&](const T* p) { return p == g[0] ? g[1] : g[0]; };
   auto input_of = [&](std::size_t r) -> const T* {
     if (r == 0) return x.data();
-    return saved.data() + place_of(n, x.rows(), batch, get_out, get_saved, r - 1).output_at;
+    return saved.data() + places[r - 1].output_at;
   };
   auto part = [&](const child_place& c) {
     return saved.subspan(static_cast<std::size_t>(c.saved_at), static_cast<std::size_t>(c.saved));
   };
   for (std::size_t r = n; r-- > 0;) {
-    const child_place c = place_of(n, x.rows(), batch, get_out, get_saved, r);
+    const child_place c = places[r];
     const T* input = input_of(r);
     const T* output = c.output_at < 0 ? y.data() : saved.data() + c.output_at;
     random::Key key;
@@ -787,7 +803,7 @@ void sequence_backward(std::size_t n, WithChild&& with_child, ConstMatrixMap<T> 
             if constexpr (activation<A>) {
               // dx of the dense layer, times f' of the activation before it, in place: the
               // gradient of the activation's input.
-              const child_place prev = place_of(n, x.rows(), batch, get_out, get_saved, r - 1);
+              const child_place prev = places[r - 1];
               const bool want = r - 1 > 0 || dx.size() != 0;
               T* d_in = r - 1 == 0 ? dx.data() : other(d_out);
               const T* d = saved.data() + prev.saved_at;
@@ -820,19 +836,10 @@ void sequence_backward(std::size_t n, WithChild&& with_child, ConstMatrixMap<T> 
   }
 }
 
-template <class T, class WithChild>
+template <class WithChild>
 Index sequence_saved_size(std::size_t n, WithChild&& with_child, Index in, Index batch) {
-  auto get_out = [&](std::size_t i, Index w) {
-    Index out = 0;
-    with_child(i, [&](const auto& l) { out = output_features(l, w); });
-    return out;
-  };
-  auto get_saved = [&](std::size_t i, Index w) {
-    Index s = 0;
-    with_child(i, [&](const auto& l) { s = saved_size(l, w, batch); });
-    return s;
-  };
-  return layout(n, in, batch, get_out, get_saved, [](std::size_t, const child_place&) {})[0];
+  return layout(n, in, batch, child_sizes(with_child, batch),
+                [](std::size_t, const child_place&) {})[0];
 }
 
 }  // namespace detail
@@ -866,7 +873,7 @@ struct Sequential {
     return in;
   }
   Index saved_size(Index in, Index batch) const {
-    return detail::sequence_saved_size<float>(
+    return detail::sequence_saved_size(
         size(), [&](std::size_t i, auto&& f) { visit(i, [&](const auto& l) { f(l); }); }, in,
         batch);
   }
@@ -958,7 +965,7 @@ struct Stack {
   }
   Index saved_size(Index in, Index batch) const {
     if (layers.empty()) return 0;
-    return detail::sequence_saved_size<float>(
+    return detail::sequence_saved_size(
         size(), [&](std::size_t i, auto&& f) { f(layers[i]); }, in, batch);
   }
   Index check_shapes(const char* function, Index in, const detail::layer_path& path) const {

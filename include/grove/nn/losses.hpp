@@ -118,6 +118,30 @@ void require_matrix_targets(const char* function, const Targets& t, Index rows, 
   }
 }
 
+// What the elementwise losses share: a matrix of targets (never labels), and each example's
+// value the mean over its outputs of Derived's elementwise terms. Derived::sum_and_grad(z, y, n,
+// grad, scale) gets the column's predictions z and targets y (arrays of n elements), returns the
+// sum of its terms and, with grad, overwrites z with scale * d value / dz (the value being that
+// sum / n).
+template <class Derived>
+struct elementwise_loss : loss_base<Derived> {
+  template <class Targets>
+  void check(const char* fn, const Targets& t, Index rows, Index batch) const {
+    require_matrix_targets(fn, t, rows, batch);
+  }
+  template <class Targets, class T>
+  T column(const Targets& t, Index j, T* z, Index rows, bool grad, T scale) const {
+    if constexpr (is_labels_v<Targets>) {
+      return T(0);  // refused by check
+    } else {
+      Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> zc(z, rows);
+      Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> y(t.y.col(j), rows);
+      const T n = static_cast<T>(rows);
+      return static_cast<const Derived&>(*this).sum_and_grad(zc, y, n, grad, scale) / n;
+    }
+  }
+};
+
 }  // namespace detail
 
 /// optax.softmax_cross_entropy (with integer labels: softmax_cross_entropy_with_integer_labels)
@@ -141,78 +165,49 @@ struct SoftmaxCrossEntropy : detail::loss_base<SoftmaxCrossEntropy> {
 /// elementwise -y log sigmoid(z) - (1 - y) log(1 - sigmoid(z)), computed as
 /// max(z, 0) - z y + log1p(exp(-|z|)); the loss is the mean over all elements. Its gradient is
 /// (sigmoid(z) - y) / (outputs * batch).
-struct SigmoidBinaryCrossEntropy : detail::loss_base<SigmoidBinaryCrossEntropy> {
+struct SigmoidBinaryCrossEntropy : detail::elementwise_loss<SigmoidBinaryCrossEntropy> {
   static constexpr const char* function = "sigmoid_binary_cross_entropy";
-  template <class Targets>
-  void check(const char* fn, const Targets& t, Index rows, Index batch) const {
-    detail::require_matrix_targets(fn, t, rows, batch);
-  }
-  template <class Targets, class T>
-  T column(const Targets& t, Index j, T* z, Index rows, bool grad, T scale) const {
-    if constexpr (detail::is_labels_v<Targets>) {
-      return T(0);  // refused by check
-    } else {
-      Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> zc(z, rows);
-      Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> y(t.y.col(j), rows);
-      const T n = static_cast<T>(rows);
-      const T value = (zc.max(T(0)) - zc * y + (-zc.abs()).exp().log1p()).sum() / n;
-      if (grad) zc = (zc.logistic() - y) * (scale / n);
-      return value;
-    }
+  /// One example's elementwise terms, summed (see detail::elementwise_loss).
+  template <class Z, class Y, class T>
+  T sum_and_grad(Z& zc, const Y& y, T n, bool grad, T scale) const {
+    const T sum = (zc.max(T(0)) - zc * y + (-zc.abs()).exp().log1p()).sum();
+    if (grad) zc = (zc.logistic() - y) * (scale / n);
+    return sum;
   }
 };
 
 /// The mean squared error, as torch.nn.MSELoss: the mean over all elements of (z - y)^2
 /// (optax.squared_error, then the mean). Its gradient is 2 (z - y) / (outputs * batch).
-struct Mse : detail::loss_base<Mse> {
+struct Mse : detail::elementwise_loss<Mse> {
   static constexpr const char* function = "mse";
-  template <class Targets>
-  void check(const char* fn, const Targets& t, Index rows, Index batch) const {
-    detail::require_matrix_targets(fn, t, rows, batch);
-  }
-  template <class Targets, class T>
-  T column(const Targets& t, Index j, T* z, Index rows, bool grad, T scale) const {
-    if constexpr (detail::is_labels_v<Targets>) {
-      return T(0);  // refused by check
-    } else {
-      Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> zc(z, rows);
-      Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> y(t.y.col(j), rows);
-      const T n = static_cast<T>(rows);
-      const T value = (zc - y).square().sum() / n;
-      if (grad) zc = (zc - y) * (T(2) * scale / n);
-      return value;
-    }
+  /// One example's elementwise terms, summed (see detail::elementwise_loss).
+  template <class Z, class Y, class T>
+  T sum_and_grad(Z& zc, const Y& y, T n, bool grad, T scale) const {
+    const T sum = (zc - y).square().sum();
+    if (grad) zc = (zc - y) * (T(2) * scale / n);
+    return sum;
   }
 };
 
 /// optax.huber_loss(z, y, delta), then the mean over all elements: with r = z - y,
 /// 0.5 r^2 where |r| <= delta and delta (|r| - 0.5 delta) elsewhere. Its gradient is r clipped to
 /// [-delta, delta], divided by outputs * batch.
-struct Huber : detail::loss_base<Huber> {
+struct Huber : detail::elementwise_loss<Huber> {
   static constexpr const char* function = "huber";
   double delta = 1.0;
 
-  template <class Targets>
-  void check(const char* fn, const Targets& t, Index rows, Index batch) const {
-    detail::require_matrix_targets(fn, t, rows, batch);
-  }
-  template <class Targets, class T>
-  T column(const Targets& t, Index j, T* z, Index rows, bool grad, T scale) const {
-    if constexpr (detail::is_labels_v<Targets>) {
-      return T(0);  // refused by check
-    } else {
-      Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> zc(z, rows);
-      Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> y(t.y.col(j), rows);
-      const T n = static_cast<T>(rows), d = static_cast<T>(delta);
-      T value = 0;
-      for (Index i = 0; i < rows; ++i) {
-        const T r = zc(i) - y(i), a = std::abs(r);
-        const T quadratic = std::min(a, d);
-        value += T(0.5) * quadratic * quadratic + d * (a - quadratic);
-        if (grad) zc(i) = std::clamp(r, -d, d) * (scale / n);
-      }
-      return value / n;
+  /// One example's elementwise terms, summed (see detail::elementwise_loss).
+  template <class Z, class Y, class T>
+  T sum_and_grad(Z& zc, const Y& y, T n, bool grad, T scale) const {
+    const T d = static_cast<T>(delta);
+    T sum = 0;
+    for (Index i = 0; i < zc.size(); ++i) {
+      const T r = zc(i) - y(i), a = std::abs(r);
+      const T quadratic = std::min(a, d);
+      sum += T(0.5) * quadratic * quadratic + d * (a - quadratic);
+      if (grad) zc(i) = std::clamp(r, -d, d) * (scale / n);
     }
+    return sum;
   }
   /// huber with another delta: nn::huber(0.5).
   Huber operator()(double new_delta) const {

@@ -27,76 +27,89 @@ Eigen::Matrix<Index, Eigen::Dynamic, 1> argmax(const Eigen::MatrixBase<D>& logit
   return out;
 }
 
-/// The fraction of examples (columns of X) whose largest logit is at their label (in [0, 1]).
-/// labels: one integer per example. Computed in chunks through `ws`.
-template <network P, class DX, class DL, activation Act = Swish>
-double accuracy(const P& params, const Eigen::MatrixBase<DX>& X, const Eigen::DenseBase<DL>& labels,
-                Workspace<network_scalar_t<P>>& ws, const Act& act = {}) {
-  using T = network_scalar_t<P>;
-  static_assert(std::is_integral_v<typename DL::Scalar>,
-                "grove::nn::accuracy: labels must be integers");
-  detail::require_scalar<T, DX>();
-  const Eigen::Ref<const Matrix<T>, 0, Eigen::OuterStride<>> x(X.derived());
-  const Index batch = x.cols();
-  return detail::with_targets<T>("accuracy", labels, batch, [&](const auto& targets) {
-    detail::engine<T>::check("accuracy", targets,
-                             detail::engine<T>::outputs("accuracy", params, x.rows(), ws), batch);
-    if (batch == 0) return 0.0;
-    std::size_t correct = 0;
-    for (Index c = 0; c < batch; c += detail::inference_chunk) {
-      const Index n = std::min(detail::inference_chunk, batch - c);
-      const Matrix<T> logits = batched_predict(params, x.middleCols(c, n), ws, act);
-      for (Index j = 0; j < n; ++j) {
-        Index best = 0;
-        logits.col(j).maxCoeff(&best);
-        correct += best == targets[c + j] ? 1 : 0;
-      }
-    }
-    return static_cast<double>(correct) / static_cast<double>(batch);
-  });
-}
-
 /// What evaluate returns.
 struct Evaluation {
   double loss;      ///< the mean cross-entropy, as loss() computes it
   double accuracy;  ///< as accuracy() computes it
 };
 
+namespace detail {
+
+// The scoring behind every evaluate and accuracy: logits_into(c, n, logits) writes the logits of
+// examples [c, c + n) into `logits` (classes x n), one chunk at a time, always into the same
+// memory of ws (grown once, to the first chunk); each chunk's loss is summed as loss() sums it,
+// so that both give the same number.
+template <class T, class Targets, class LogitsInto>
+Evaluation score_in_chunks(const Targets& targets, Index classes, Index batch, Workspace<T>& ws,
+                           LogitsInto&& logits_into) {
+  if (batch == 0) return Evaluation{std::numeric_limits<double>::quiet_NaN(), 0.0};
+  const Index widest = std::min(inference_chunk, batch);
+  if (ws.predictions_.size() < classes * widest) ws.predictions_.resize(classes, widest);
+  T total = 0;
+  std::size_t correct = 0;
+  for (Index c = 0; c < batch; c += inference_chunk) {
+    const Index n = std::min(inference_chunk, batch - c);
+    Eigen::Map<Matrix<T>> logits(ws.predictions_.data(), classes, n);
+    logits_into(c, n, logits);
+    T chunk_total = 0;
+    for (Index j = 0; j < n; ++j) {
+      Index best = 0;
+      logits.col(j).maxCoeff(&best);
+      const Index label = targets[c + j];
+      correct += best == label ? 1 : 0;
+      chunk_total += log_sum_exp(logits.col(j).data(), classes) - logits(label, j);
+    }
+    total += chunk_total;
+  }
+  return Evaluation{static_cast<double>(total / static_cast<T>(batch)),
+                    static_cast<double>(correct) / static_cast<double>(batch)};
+}
+
+// evaluate and accuracy of a network (a range of Dense layers with one activation), named
+// `function` in errors.
+template <network P, class DX, class DL, activation Act>
+Evaluation evaluate_network(const char* function, const P& params, const Eigen::MatrixBase<DX>& X,
+                            const Eigen::DenseBase<DL>& labels, Workspace<network_scalar_t<P>>& ws,
+                            const Act& act) {
+  using T = network_scalar_t<P>;
+  require_scalar<T, DX>();
+  const Eigen::Ref<const Matrix<T>, 0, Eigen::OuterStride<>> x(X.derived());
+  const Index batch = x.cols();
+  return with_targets<T>(function, labels, batch, [&](const auto& targets) {
+    const Index classes = engine<T>::outputs(function, params, x.rows(), ws);
+    engine<T>::check(function, targets, classes, batch);
+    return score_in_chunks<T>(targets, classes, batch, ws, [&](Index c, Index n, auto& logits) {
+      engine<T>::template run<engine<T>::mode::predict>(
+          function, uniform_net<const P, Act, P>{&params, nullptr, &act},
+          View<const T>{x.data() + c * x.outerStride(), x.rows(), n, x.outerStride()}, nullptr,
+          softmax_ce_columns{}, View<T>{logits.data(), classes, n, classes}, ws);
+    });
+  });
+}
+
+}  // namespace detail
+
+/// The fraction of examples (columns of X) whose largest logit is at their label (in [0, 1]).
+/// labels: one integer per example. Computed in chunks through `ws`.
+template <network P, class DX, class DL, activation Act = Swish>
+double accuracy(const P& params, const Eigen::MatrixBase<DX>& X, const Eigen::DenseBase<DL>& labels,
+                Workspace<network_scalar_t<P>>& ws, const Act& act = {}) {
+  static_assert(std::is_integral_v<typename DL::Scalar>,
+                "grove::nn::accuracy: labels must be integers");
+  return detail::evaluate_network("accuracy", params, X, labels, ws, act).accuracy;
+}
+
 /// loss and accuracy on a labelled set in one forward pass (in chunks, through `ws`).
 template <network P, class DX, class DL, activation Act = Swish>
 Evaluation evaluate(const P& params, const Eigen::MatrixBase<DX>& X,
                     const Eigen::DenseBase<DL>& labels, Workspace<network_scalar_t<P>>& ws,
                     const Act& act = {}) {
-  using T = network_scalar_t<P>;
   static_assert(std::is_integral_v<typename DL::Scalar>,
                 "grove::nn::evaluate: labels must be integers");
-  detail::require_scalar<T, DX>();
-  const Eigen::Ref<const Matrix<T>, 0, Eigen::OuterStride<>> x(X.derived());
-  const Index batch = x.cols();
-  return detail::with_targets<T>("evaluate", labels, batch, [&](const auto& targets) {
-    const Index classes = detail::engine<T>::outputs("evaluate", params, x.rows(), ws);
-    detail::engine<T>::check("evaluate", targets, classes, batch);
-    if (batch == 0) return Evaluation{std::numeric_limits<double>::quiet_NaN(), 0.0};
-    T total = 0;
-    std::size_t correct = 0;
-    for (Index c = 0; c < batch; c += detail::inference_chunk) {
-      const Index n = std::min(detail::inference_chunk, batch - c);
-      Matrix<T> logits = batched_predict(params, x.middleCols(c, n), ws, act);
-      T chunk_total = 0;  // summed as loss() sums, so that both give the same number
-      for (Index j = 0; j < n; ++j) {
-        Index best = 0;
-        logits.col(j).maxCoeff(&best);
-        const Index label = targets[c + j];
-        correct += best == label ? 1 : 0;
-        chunk_total += detail::log_sum_exp(logits.col(j).data(), classes) - logits(label, j);
-      }
-      total += chunk_total;
-    }
-    return Evaluation{static_cast<double>(total / static_cast<T>(batch)),
-                      static_cast<double>(correct) / static_cast<double>(batch)};
-  });
+  return detail::evaluate_network("evaluate", params, X, labels, ws, act);
 }
 
+/// The same as accuracy with a scratch workspace of its own.
 template <network P, class DX, class DL, activation Act = Swish>
 double accuracy(const P& params, const Eigen::MatrixBase<DX>& X, const Eigen::DenseBase<DL>& labels,
                 const Act& act = {}) {

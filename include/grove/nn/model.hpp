@@ -166,8 +166,10 @@ void on_pass_team(const layer_context& ctx, Workspace<T>& ws, Body&& body) {
     body(ctx);
     return;
   }
-  auto& scratch = ws.scratch();  // each thread's own products' memory, before the team starts
+  // Each thread's own products' memory and sequences' places, before the team starts.
+  auto& scratch = ws.scratch();
   if (static_cast<int>(scratch.size()) < nt) scratch.resize(static_cast<std::size_t>(nt));
+  if (static_cast<int>(ws.places_.size()) < nt) ws.places_.resize(static_cast<std::size_t>(nt));
   parallel(nt, [&](int tid, int team) {
     layer_context c = ctx;
     c.thread = tid;
@@ -177,8 +179,8 @@ void on_pass_team(const layer_context& ctx, Workspace<T>& ws, Body&& body) {
 }
 
 // The whole pass: checks, then the engine or the layers. grads (may be null: the loss only) and
-// input_grad (may be null) are written when given; sgd_lr >= 0 with grads null and a chain runs
-// the fused SGD step on params instead (returns false from `fused` when it could not).
+// input_grad (may be null) are written when given; sgd_lr >= 0 with a chain runs the fused SGD
+// step on params instead (and sets `fused`); without a chain it writes grads as without sgd_lr.
 template <class T, class M, class P, class DY, class Loss>
 T pass(const char* function, const M& m, const P& params, const BatchRef<T>& x,
        const Eigen::DenseBase<DY>& Y, const Loss& loss, const random::Key* key, P* grads,
@@ -187,23 +189,27 @@ T pass(const char* function, const M& m, const P& params, const BatchRef<T>& x,
   const Index out = check_model(function, m, params, x.rows());
   return with_targets<T>(function, Y, batch, [&](const auto& targets) -> T {
     loss.check(function, targets, out, batch);
-    if (grads) prepare_grads_like(*grads, params);
     if (input_grad) input_grad->resize(x.rows(), batch);
-    if (batch == 0) return std::numeric_limits<T>::quiet_NaN();
     using E = engine<T>;
     const View<const T> xv{x.data(), x.rows(), batch, x.outerStride()};
-    if (!input_grad && plan_chain<T>(m, params, grads, ws, key != nullptr)) {
+    // The fused SGD step needs no stored gradients; a model it cannot run takes the way below,
+    // which writes grads for the caller's optimizer step.
+    const bool sgd = sgd_lr >= T(0);
+    if (sgd && batch != 0 && !input_grad &&
+        plan_chain<T>(m, params, static_cast<P*>(nullptr), ws, key != nullptr)) {
+      if (fused) *fused = true;
+      return E::template run<E::mode::sgd>(function,
+                                           chain_net<T>{ws.chain_.data(), ws.chain_.size()}, xv,
+                                           targets, loss, View<T>{}, ws, sgd_lr);
+    }
+    if (grads) prepare_grads_like(*grads, params);
+    if (batch == 0) return std::numeric_limits<T>::quiet_NaN();
+    if (!sgd && !input_grad && plan_chain<T>(m, params, grads, ws, key != nullptr)) {
       const chain_net<T> net{ws.chain_.data(), ws.chain_.size()};
-      if (sgd_lr >= T(0)) {
-        if (fused) *fused = true;
-        return E::template run<E::mode::sgd>(function, net, xv, targets, loss, View<T>{}, ws,
-                                             sgd_lr);
-      }
       if (grads)
         return E::template run<E::mode::train>(function, net, xv, targets, loss, View<T>{}, ws);
       return E::template run<E::mode::loss>(function, net, xv, targets, loss, View<T>{}, ws);
     }
-    if (sgd_lr >= T(0)) return T(0);  // the caller takes the unfused way
     // Layer by layer: [x, when strided][y][dy][the model's saved memory].
     const Index in = x.rows();
     const Index saved = saved_size(m, in, batch);
@@ -243,12 +249,12 @@ T pass(const char* function, const M& m, const P& params, const BatchRef<T>& x,
   });
 }
 
+// apply's pass into `out` (outputs x batch), once the model has been checked against the input.
 template <class T, class M, class P>
-void apply_pass(const char* function, const M& m, const P& params, const BatchRef<T>& x,
-                Matrix<T>& out, Workspace<T>& ws, const random::Key* key) {
+void apply_checked(const char* function, const M& m, const P& params, const BatchRef<T>& x,
+                   MatrixMap<T> out, Workspace<T>& ws, const random::Key* key) {
   const Index batch = x.cols();
-  const Index outputs = check_model(function, m, params, x.rows());
-  out.resize(outputs, batch);
+  const Index outputs = out.rows();
   if (batch == 0) return;
   using E = engine<T>;
   if (plan_chain<T>(m, params, static_cast<P*>(nullptr), ws, key != nullptr)) {
@@ -293,8 +299,17 @@ void apply_pass(const char* function, const M& m, const P& params, const BatchRe
   const ConstMatrixMap<T> xm = contiguous<T>(x, ws, used);
   const std::span<T> saved_span(ws.buffer_.data() + used, static_cast<std::size_t>(saved));
   on_pass_team<T, M>(layer_context{key != nullptr, key, &ws}, ws, [&](const layer_context& ctx) {
-    forward_layer<T>(m, params, xm, MatrixMap<T>(out.data(), outputs, batch), saved_span, ctx);
+    forward_layer<T>(m, params, xm, out, saved_span, ctx);
   });
+}
+
+// The model's output for x into `out` (resized): the checks, then apply_checked.
+template <class T, class M, class P>
+void apply_pass(const char* function, const M& m, const P& params, const BatchRef<T>& x,
+                Matrix<T>& out, Workspace<T>& ws, const random::Key* key) {
+  out.resize(check_model(function, m, params, x.rows()), x.cols());
+  apply_checked<T>(function, m, params, x, MatrixMap<T>(out.data(), out.rows(), out.cols()), ws,
+                   key);
 }
 
 }  // namespace detail
@@ -336,25 +351,10 @@ Evaluation evaluate(const M& m, const P& params, const Eigen::MatrixBase<DX>& X,
   return detail::with_targets<T>("evaluate", labels, batch, [&](const auto& targets) {
     const Index classes = detail::check_model("evaluate", m, params, x.rows());
     detail::check_targets("evaluate", targets, classes, batch);
-    if (batch == 0) return Evaluation{std::numeric_limits<double>::quiet_NaN(), 0.0};
-    T total = 0;
-    std::size_t correct = 0;
-    Matrix<T>& logits = ws.predictions_;
-    for (Index c = 0; c < batch; c += detail::inference_chunk) {
-      const Index n = std::min(detail::inference_chunk, batch - c);
-      detail::apply_pass<T>("evaluate", m, params, x.middleCols(c, n), logits, ws, nullptr);
-      T chunk_total = 0;  // summed as the walk-through's evaluate sums
-      for (Index j = 0; j < n; ++j) {
-        Index best = 0;
-        logits.col(j).maxCoeff(&best);
-        const Index label = targets[c + j];
-        correct += best == label ? 1 : 0;
-        chunk_total += detail::log_sum_exp(logits.col(j).data(), classes) - logits(label, j);
-      }
-      total += chunk_total;
-    }
-    return Evaluation{static_cast<double>(total / static_cast<T>(batch)),
-                      static_cast<double>(correct) / static_cast<double>(batch)};
+    return detail::score_in_chunks<T>(
+        targets, classes, batch, ws, [&](Index c, Index n, MatrixMap<T>& logits) {
+          detail::apply_checked<T>("evaluate", m, params, x.middleCols(c, n), logits, ws, nullptr);
+        });
   });
 }
 
@@ -474,22 +474,22 @@ typename DX::Scalar train_step(const M& m, P& params, const Eigen::MatrixBase<DX
                                StepWorkspace<P, typename DX::Scalar>& ws) {
   using T = typename DX::Scalar;
   const detail::BatchRef<T> x(X.derived());
-  if constexpr (std::is_same_v<Opt, optim::Chain<optim::ScaleBySchedule>> &&
-                std::is_same_v<State, std::tuple<optim::ScaleByScheduleState>>) {
-    // The seam where the optimizer meets the engine: plain SGD (optim::sgd, a chain of one
-    // scale_by_learning_rate, whose step size is -learning_rate) is fused into the backward pass.
-    bool fused = false;
-    auto& count = std::get<0>(state).count;
-    const T lr = static_cast<T>(-std::get<0>(opt.transformations()).schedule()(count));
-    const T value = detail::pass<T>("train_step", m, params, x, Y, loss_fn, key,
-                                    static_cast<P*>(nullptr), nullptr, ws.ws, lr, &fused);
-    if (fused) {
-      ++count;
-      return value;
-    }
+  // The seam where the optimizer meets the engine: plain SGD (optim::sgd, a chain of one
+  // scale_by_learning_rate, whose step size is -learning_rate) is fused into the backward pass
+  // when the model is a chain; any other model gets its gradients from the same pass (the checks
+  // run once), then the optimizer's step.
+  constexpr bool plain_sgd = std::is_same_v<Opt, optim::Chain<optim::ScaleBySchedule>> &&
+                             std::is_same_v<State, std::tuple<optim::ScaleByScheduleState>>;
+  T lr = T(-1);  // no fused step
+  if constexpr (plain_sgd)
+    lr = static_cast<T>(-std::get<0>(opt.transformations()).schedule()(std::get<0>(state).count));
+  bool fused = false;
+  const T value = detail::pass<T>("train_step", m, params, x, Y, loss_fn, key, &ws.grads, nullptr,
+                                  ws.ws, lr, &fused);
+  if (fused) {
+    if constexpr (plain_sgd) ++std::get<0>(state).count;
+    return value;
   }
-  const T value =
-      detail::pass<T>("train_step", m, params, x, Y, loss_fn, key, &ws.grads, nullptr, ws.ws);
   opt.step(params, ws.grads, state);
   return value;
 }

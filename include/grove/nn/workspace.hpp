@@ -56,6 +56,16 @@ void act_forward_train(const void* act, T* zd, T* a, Index n) {
   static_cast<const A*>(act)->forward_train(zd, a, n);
 }
 
+// Where child i of a sequence (grove/nn/layers.hpp) keeps its output and its own memory within
+// the sequence's memory, for a batch of `batch` columns: [out_0][saved_0][out_1][saved_1]...
+// [saved_last][g0][g1], with g0 and g1 the gradients between the children (the widest output
+// each), used in turn.
+struct child_place {
+  Index in = 0, out = 0;
+  Index output_at = -1;  // -1 for the last child, which writes the sequence's output
+  Index saved_at = 0, saved = 0;
+};
+
 // A chain as the engine sees it.
 template <class T>
 struct chain_net {
@@ -141,6 +151,8 @@ class Workspace {
   std::vector<detail::chain_entry<T>> chain_;  // the model's dense chain, when it is one
   Vector<T> buffer_;                           // the layers' outputs, gradients and saved values
   Matrix<T> predictions_;                      // apply's output, for the losses' passes
+  // Per thread: the places of the children of the sequences being run, innermost last.
+  std::vector<std::vector<detail::child_place>> places_;
   // Makes room for n elements of buffer_ and for `threads` GEMM scratches.
   void reserve_buffer(Index n) { grow(buffer_, n); }
   std::vector<detail::GemmScratch<T>>& scratch() { return scratch_; }
