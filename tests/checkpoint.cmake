@@ -11,6 +11,9 @@ target_compile_definitions(test_checkpoint PRIVATE GROVE_PROJECT_VERSION="${PROJ
 # load_options, load_report, dtype conversions and the 16-bit floats.
 grove_test(test_checkpoint_options test_checkpoint_options.cpp)
 target_link_libraries(test_checkpoint_options PRIVATE nlohmann_json::nlohmann_json)
+# Sharded checkpoints: Hugging Face's model.safetensors.index.json and its shard files.
+grove_test(test_checkpoint_shards test_checkpoint_shards.cpp)
+target_link_libraries(test_checkpoint_shards PRIVATE nlohmann_json::nlohmann_json)
 grove_test(test_tree_checkpoint test_tree_checkpoint.cpp)
 target_link_libraries(test_tree_checkpoint PRIVATE nlohmann_json::nlohmann_json)
 

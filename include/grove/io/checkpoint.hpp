@@ -18,6 +18,9 @@
 // (pread) only the tensors they load and check their values, before they produce or touch
 // anything, and report every problem as grove::io::format_error.
 //
+// A sharded checkpoint (Hugging Face's model.safetensors.index.json and its shard files) loads by
+// passing the index's path to load, load_into or inspect.
+//
 // Needs nlohmann-json (Debian: nlohmann-json3-dev) and a POSIX system.
 #pragma once
 
@@ -35,6 +38,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <unordered_map>
 #include <utility>
@@ -43,6 +47,7 @@
 
 #include "grove/io/detail/file.hpp"
 #include "grove/io/detail/safetensors.hpp"
+#include "grove/io/detail/shards.hpp"
 #include "grove/io/error.hpp"
 #include "grove/random.hpp"
 #include "grove/tree.hpp"
@@ -62,6 +67,8 @@ struct tensor_info {
   std::vector<std::uint64_t> shape;  // row-major: (rows, cols) for a matrix, (n,) for a vector
   std::uint64_t data_begin = 0;      // data_offsets, relative to the data after the header
   std::uint64_t data_end = 0;
+  /// The shard that holds the tensor, as the index names it; empty for a single file.
+  std::string file = {};
 };
 
 /// What inspect() finds in a checkpoint's header.
@@ -617,7 +624,7 @@ inline void check_utf8(const std::string& s, std::string_view function, const st
 
 // Checks the file's header against the tree's leaves (names after options.rename, dtypes,
 // shapes) before any data is read, then reads only the tensors that match a leaf
-// (`read(begin, n, out)` copies data bytes [begin, begin + n) to `out`), checks their values,
+// (`read(entry, out)` copies the entry's data bytes [begin, end) to `out`), checks their values,
 // and only if everything is right writes them into the leaves: the tree changes completely or not
 // at all, and memory is proportional to what is loaded, not to the file.
 template <class Tree, class Read>
@@ -728,10 +735,10 @@ load_report fill_tree(const reading& ctx, const header& head, Read&& read, Tree&
   }
   std::unique_ptr<std::uint64_t[]> buffer(new std::uint64_t[total / 8 + 1]);
   auto* data = reinterpret_cast<std::byte*>(buffer.get());
-  std::sort(order.begin(), order.end(),
-            [&](std::size_t a, std::size_t b) { return match[a]->begin < match[b]->begin; });
-  for (const auto k : order)
-    read(match[k]->begin, match[k]->end - match[k]->begin, data + place[k]);
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return std::tie(match[a]->shard, match[a]->begin) < std::tie(match[b]->shard, match[b]->begin);
+  });
+  for (const auto k : order) read(*match[k], data + place[k]);
 
   // The values: a BOOL tensor may hold only 0 and 1, and a narrowing integer load needs every
   // value to fit.
@@ -743,8 +750,11 @@ load_report fill_tree(const reading& ctx, const header& head, Read&& read, Tree&
       for (std::uint64_t b = 0; b < n; ++b)
         if (in[b] != std::byte{0} && in[b] != std::byte{1})
           ctx.fail("tensor " + json_quoted(t->name) + " is BOOL, but its byte at file offset " +
-                   std::to_string(head.data_start + t->begin + b) + " is " +
-                   std::to_string(static_cast<int>(in[b])) + ", neither 0 nor 1");
+                   (head.shards.empty()
+                        ? std::to_string(head.data_start + t->begin + b)
+                        : std::to_string(head.shards[t->shard].data_start + t->begin + b) +
+                              " of shard " + json_quoted(head.shards[t->shard].name)) +
+                   " is " + std::to_string(static_cast<int>(in[b])) + ", neither 0 nor 1");
     }
     from_little_endian(in, static_cast<std::size_t>(n / info(t->type).size), info(t->type).size);
     visit_leaf(leaves[k].leaf, [&](const auto& leaf) {
@@ -816,8 +826,8 @@ load_report load_bytes_into(const std::byte* bytes, std::size_t size, Tree& tree
   const std::byte* data = bytes + 8 + n;
   return fill_tree(
       ctx, head,
-      [&](std::uint64_t begin, std::uint64_t count, std::byte* out) {
-        std::memcpy(out, data + begin, static_cast<std::size_t>(count));
+      [&](const tensor_entry& t, std::byte* out) {
+        std::memcpy(out, data + t.begin, static_cast<std::size_t>(t.end - t.begin));
       },
       tree, options);
 }
@@ -826,11 +836,17 @@ template <class Tree>
 load_report load_into(std::string_view function, const std::filesystem::path& path, Tree& tree,
                       const load_options& options) {
   const reading ctx{function, path};
+  if (is_index_path(path)) {
+    auto set = read_sharded(ctx);
+    return fill_tree(
+        ctx, set.head, [&](const tensor_entry& t, std::byte* out) { set.read(t, out); }, tree,
+        options);
+  }
   auto file = read_checkpoint(ctx);
   return fill_tree(
       ctx, file.head,
-      [&](std::uint64_t begin, std::uint64_t count, std::byte* out) {
-        read_checkpoint_range(ctx, file, begin, count, out);
+      [&](const tensor_entry& t, std::byte* out) {
+        read_checkpoint_range(ctx, file, t.begin, t.end - t.begin, out);
       },
       tree, options);
 }
@@ -959,8 +975,19 @@ void save(const std::filesystem::path& path, const Tree& tree, const metadata& u
 /// Reads the checkpoint at `path` into `tree`, whose structure, dtypes and shapes must match the
 /// file's tensors exactly (F16/BF16 -> F32/F64, F32 -> F64 and integer widening excepted). The
 /// header is checked before any data is read, and only the tensors that fill a leaf are read; on
-/// any error `tree` keeps its values. A grove::random::Key leaf takes the layout the file records
-/// (a file that records none, say one written by Python, leaves the tree's layout).
+/// any error `tree` keeps its values.
+///
+/// A `path` whose name ends in ".json" is a sharded checkpoint's index, as Hugging Face writes
+/// it (`model.safetensors.index.json`: {"metadata": {...}, "weight_map": {"tensor name":
+/// "shard file", ...}}): the tensors of all its shards load as one file's would, and the index's
+/// "metadata" is the checkpoint's metadata (a value that is not a string as its JSON text:
+/// "total_size" -> "4920052736"). Shard names are relative to the index's directory and must stay
+/// inside it: an absolute name, a "." or ".." component, or a symbolic link leading out of the
+/// directory is a format_error naming the weight_map entry, as are a tensor a shard holds that
+/// the weight_map does not give to it and a weight_map entry its shard lacks. Each shard is
+/// opened once, its header checked as a single file's is. A grove::random::Key leaf takes the
+/// layout the file records (a file that records none, say one written by Python, leaves the tree's
+/// layout).
 ///
 /// Returns the file's user metadata (without grove's own "grove." entries).
 ///
@@ -1013,17 +1040,25 @@ load_result<Tree> load(const std::filesystem::path& path, const Tree& like,
 
 /// Reads and validates a checkpoint's header (not its data): tensor names, dtypes, shapes,
 /// metadata. Every dtype the safetensors specification names is listed (F8_E4M3, F4, C64, ...),
-/// including those grove cannot load into a leaf. Throws as load does.
+/// including those grove cannot load into a leaf. Given a sharded checkpoint's index (a path
+/// ending in ".json"), lists the tensors of all its shards (shard by shard, each tensor's
+/// tensor_info::file naming its shard) and the index's metadata, after the checks load makes.
+/// Throws as load does.
 inline checkpoint_info inspect(const std::filesystem::path& path) {
   const detail::reading ctx{"grove::io::inspect", path};
-  auto file = detail::read_checkpoint(ctx);
+  detail::header head;
+  if (detail::is_index_path(path))
+    head = std::move(detail::read_sharded(ctx).head);
+  else
+    head = std::move(detail::read_checkpoint(ctx).head);
   checkpoint_info out;
-  out.tensors.reserve(file.head.tensors.size());
-  for (auto& t : file.head.tensors)
+  out.tensors.reserve(head.tensors.size());
+  for (auto& t : head.tensors)
     out.tensors.push_back({std::move(t.name), std::string(detail::info(t.type).name),
-                           std::move(t.shape), t.begin, t.end});
+                           std::move(t.shape), t.begin, t.end,
+                           head.shards.empty() ? std::string() : head.shards[t.shard].name});
   // Moved, not copied: a header of a million entries is held once.
-  auto& entries = file.head.metadata;
+  auto& entries = head.metadata;
   while (!entries.empty()) {
     auto node = entries.extract(entries.begin());
     const std::string& key = node.key();
