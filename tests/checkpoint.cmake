@@ -11,6 +11,16 @@ target_compile_definitions(test_checkpoint PRIVATE GROVE_PROJECT_VERSION="${PROJ
 # load_options, load_report, dtype conversions and the 16-bit floats.
 grove_test(test_checkpoint_options test_checkpoint_options.cpp)
 target_link_libraries(test_checkpoint_options PRIVATE nlohmann_json::nlohmann_json)
+# Sharded checkpoints: Hugging Face's model.safetensors.index.json and its shard files.
+grove_test(test_checkpoint_shards test_checkpoint_shards.cpp)
+target_link_libraries(test_checkpoint_shards PRIVATE nlohmann_json::nlohmann_json)
+# Layouts of PyTorch and Flax (torch_sequential_names, flax_dense_names, load_options::transpose)
+# and the C++ blocks of docs/checkpoint.md after its program, which must appear in this test.
+grove_test(test_checkpoint_layouts test_checkpoint_layouts.cpp)
+target_link_libraries(test_checkpoint_layouts PRIVATE nlohmann_json::nlohmann_json)
+add_test(NAME docs_checkpoint_snippets
+         COMMAND ${CMAKE_COMMAND} -DSOURCE_DIR=${PROJECT_SOURCE_DIR}
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/checkpoint_doc_snippets.cmake)
 grove_test(test_tree_checkpoint test_tree_checkpoint.cpp)
 target_link_libraries(test_tree_checkpoint PRIVATE nlohmann_json::nlohmann_json)
 
@@ -62,7 +72,7 @@ if(GROVE_PYTHON)
   endforeach()
   # Files as other tools write them (torch-style names, F16/BF16, unaligned and scattered data,
   # dtypes grove cannot load), from an independent writer; and grove's F16/BF16 read by numpy.
-  foreach(direction IN ITEMS world half)
+  foreach(direction IN ITEMS world half layouts)
     add_test(NAME checkpoint_python_${direction}
              COMMAND ${GROVE_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/checkpoint_world.py ${direction}
                      $<TARGET_FILE:checkpoint_world> ${CMAKE_CURRENT_BINARY_DIR}/checkpoint_world_files)

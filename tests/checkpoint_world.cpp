@@ -9,6 +9,15 @@
 //                                  saves Half16 (Eigen::half / Eigen::bfloat16 leaves) to FILE and
 //                                  inputs() (float leaves) to F16FILE and BF16FILE with
 //                                  save_options::floats f16 and bf16
+//   checkpoint_world torch FILE    loads a torch nn.Sequential state_dict ("net.0.weight", ...)
+//                                  into the params of nn::sequential(dense(4, 3), relu,
+//                                  dense(3, 2)) with io::torch_sequential_names("net."); prints
+//                                  each leaf as rows of hex bit patterns, element (i, j) at [i][j]
+//   checkpoint_world flax FILE     the same from a Flax tree ("params/Dense_0/kernel", (in, out))
+//                                  with io::flax_dense_names({0, 2}) and io::flax_kernels()
+//   checkpoint_world flax_vector FILE
+//                                  the Flax file into nn::init_network_params' std::vector of
+//                                  nn::Dense, with io::flax_dense_names()
 #include <bit>
 #include <cstdint>
 #include <iostream>
@@ -17,6 +26,7 @@
 #include <vector>
 
 #include "grove/io/checkpoint.hpp"
+#include "grove/nn.hpp"
 
 namespace {
 
@@ -153,6 +163,25 @@ Inputs inputs() {
   return in;
 }
 
+// Each leaf of a tree of float matrices and vectors as rows of hex bit patterns: [i][j] holds
+// element (i, j) (a vector is one column).
+template <class Tree>
+nlohmann::json dump_rows(const Tree& tree) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [path, leaf] : grove::tree_leaves_with_path(tree)) {
+    nlohmann::json rows = nlohmann::json::array();
+    grove::io::detail::visit_leaf(leaf, [&](const auto& x) {
+      for (Eigen::Index i = 0; i < x.rows(); ++i) {
+        nlohmann::json row = nlohmann::json::array();
+        for (Eigen::Index j = 0; j < x.cols(); ++j) row.push_back(hex(x(i, j)));
+        rows.push_back(row);
+      }
+    });
+    out[grove::keystr(path, "/")] = rows;
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -189,6 +218,27 @@ int main(int argc, char** argv) {
       nlohmann::json out = nlohmann::json::object();
       for (const auto& t : grove::io::inspect(file).tensors) out[t.name] = t.dtype;
       std::cout << out.dump() << '\n';
+      return 0;
+    }
+    if (mode == "torch" || mode == "flax") {
+      namespace nn = grove::nn;
+      const auto model = nn::sequential(nn::dense(4, 3), nn::relu, nn::dense(3, 2));
+      auto params = nn::init<float>(model, grove::random::key(0));
+      if (mode == "torch")
+        grove::io::load_into(file, params, {.rename = grove::io::torch_sequential_names("net.")});
+      else
+        grove::io::load_into(file, params,
+                             {.rename = grove::io::flax_dense_names({0, 2}),
+                              .transpose = grove::io::flax_kernels()});
+      std::cout << dump_rows(params).dump() << '\n';
+      return 0;
+    }
+    if (mode == "flax_vector") {
+      auto params = grove::nn::init_network_params<float>({4, 3, 2}, grove::random::key(0));
+      grove::io::load_into(
+          file, params,
+          {.rename = grove::io::flax_dense_names(), .transpose = grove::io::flax_kernels()});
+      std::cout << dump_rows(params).dump() << '\n';
       return 0;
     }
     if (mode == "write" && argc == 5) {

@@ -11,6 +11,10 @@ C64, F4), extra entries, data in an order unrelated to the header's, unaligned o
       with rename and strict=false: values exact (numpy's own F16 conversion is the oracle), the
       report exact; strictly: refused, listing the names, the tree untouched; inspect lists every
       dtype; a tensor of a dtype its leaf cannot hold is refused by name.
+  checkpoint_world.py layouts HELPER DIR  a torch nn.Sequential state_dict and a Flax tree of Dense
+      modules ((in, out) kernels) load into grove's dense parameters through
+      io::torch_sequential_names / io::flax_dense_names and io::flax_kernels: element (i, j) of
+      grove's w equals numpy's weight[i, j] and kernel[j, i].
   checkpoint_world.py half HELPER DIR     grove writes F16/BF16 (Eigen::half / bfloat16 leaves and
       the float-rounding save option); numpy reads them through uint16 views and compares with its
       own float32 -> float16 rounding and an integer round-to-nearest-even for BF16.
@@ -256,8 +260,65 @@ def half(helper, workdir):
           "matches numpy's and round-to-nearest-even")
 
 
+# A torch nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2)) held as `self.net`: its
+# state_dict, weight (out, in). Random float32 values with a few special ones.
+def layout_arrays():
+    rng = np.random.default_rng(15)
+    w0 = rng.standard_normal((3, 4)).astype(np.float32)
+    w0[0, 3], w0[2, 0] = np.float32(-0.0), np.float32(1e-40)  # -0 and a subnormal, placed unsymmetrically
+    return {
+        "w0": w0, "b0": rng.standard_normal(3).astype(np.float32),
+        "w1": rng.standard_normal((2, 3)).astype(np.float32), "b1": rng.standard_normal(2).astype(np.float32),
+    }
+
+
+def rows_hex(a):
+    a = a.reshape(a.shape[0], -1) if a.ndim == 2 else a.reshape(-1, 1)
+    return [hex_of(np.ascontiguousarray(row)) for row in a]
+
+
+def check_layout(helper, mode, path, arrays, transposed):
+    rc, out, err = run(helper, mode, path)
+    if rc != 0:
+        fail(f"{mode}: grove could not load the file:\n{out}{err}")
+    got = json.loads(out)
+    # grove's w is (out, in): element (i, j) is torch's weight[i, j] and Flax's kernel[j, i].
+    want = {"0/w": arrays["w0"], "0/b": arrays["b0"], "2/w": arrays["w1"], "2/b": arrays["b1"]}
+    if mode == "flax_vector":
+        want = {"0/w": arrays["w0"], "0/b": arrays["b0"], "1/w": arrays["w1"], "1/b": arrays["b1"]}
+    if set(got) != set(want):
+        fail(f"{mode}: leaves {sorted(got)}, expected {sorted(want)}")
+    for name, a in want.items():
+        if got[name] != rows_hex(a):
+            fail(f"{mode}: {name}: grove loaded {got[name]}, numpy says {rows_hex(a)}")
+        if a.ndim == 2:  # the same, element by element, from the array in the file's own layout
+            stored = a.T if transposed else a
+            for i in range(a.shape[0]):
+                for j in range(a.shape[1]):
+                    element = stored[j, i] if transposed else stored[i, j]
+                    if got[name][i][j] != hex_of(np.array([element]))[0]:
+                        fail(f"{mode}: {name} ({i}, {j})")
+
+
+def layouts(helper, workdir):
+    a = layout_arrays()
+    torch = {"net.0.weight": a["w0"], "net.0.bias": a["b0"], "net.2.weight": a["w1"], "net.2.bias": a["b1"]}
+    flax = {"params/Dense_0/kernel": np.ascontiguousarray(a["w0"].T), "params/Dense_0/bias": a["b0"],
+            "params/Dense_1/kernel": np.ascontiguousarray(a["w1"].T), "params/Dense_1/bias": a["b1"]}
+    for mode, arrays in (("torch", torch), ("flax", flax)):
+        tensors = {n: ("F32", list(v.shape), v.astype("<f4").tobytes()) for n, v in arrays.items()}
+        names = list(tensors)
+        path = os.path.join(workdir, f"{mode}.safetensors")
+        write_file(path, tensors, names[::-1], names[1:] + names[:1], {"format": "pt" if mode == "torch" else "flax"}, 0)
+        check_layout(helper, mode, path, a, mode == "flax")
+        if mode == "flax":
+            check_layout(helper, "flax_vector", path, a, True)
+    print("OK: a torch nn.Sequential state_dict and a Flax Dense tree (kernels transposed) loaded into "
+          "grove's dense parameters, every element equal to numpy's")
+
+
 def main():
-    directions = {"world": world, "half": half}
+    directions = {"world": world, "half": half, "layouts": layouts}
     if len(sys.argv) != 4 or sys.argv[1] not in directions:
         print(__doc__)
         sys.exit(2)

@@ -318,8 +318,9 @@ struct Mixed {
   Eigen::VectorXd d;
   Eigen::Matrix<std::int16_t, Eigen::Dynamic, 1> n;
   float s = 0;
+  Eigen::Matrix3f q;  // square, so that a transposed load of it fits
 };
-GROVE_NODE(Mixed, w, h, d, n, s);
+GROVE_NODE(Mixed, w, h, d, n, s, q);
 
 template <class Tree>
 bool same_bits(const Tree& a, const Tree& b) {
@@ -341,7 +342,7 @@ bool same_bits(const Tree& a, const Tree& b) {
 
 }  // namespace
 
-TEST_CASE("checkpoint mutations: 16-bit dtypes, renames, strict = false and convert") {
+TEST_CASE("checkpoint mutations: 16-bit dtypes, renames, strict = false, convert and transpose") {
   temp_dir dir;
   const auto good = dir / "good.safetensors";
   Mixed m0;
@@ -350,6 +351,7 @@ TEST_CASE("checkpoint mutations: 16-bit dtypes, renames, strict = false and conv
   m0.d = Eigen::VectorXd::Random(3);
   m0.n = Eigen::Matrix<std::int16_t, Eigen::Dynamic, 1>::Constant(4, -3);
   m0.s = 2.0f;
+  m0.q = Eigen::Matrix3f::Random();
   io::save(good, m0, {}, {.floats = io::float_storage::bf16});
   const std::string original = read_bytes(good);
   Mixed baseline = m0;
@@ -366,6 +368,8 @@ TEST_CASE("checkpoint mutations: 16-bit dtypes, renames, strict = false and conv
              return out;
            }},
       {.rename = [](std::string_view n) { return std::string(n); }, .convert = true},
+      {.transpose = [](std::string_view n) { return n == "q"; }},
+      {.strict = false, .convert = true, .transpose = [](std::string_view n) { return n != "s"; }},
   };
   mutator m(4242);
   int loaded = 0;
@@ -388,4 +392,104 @@ TEST_CASE("checkpoint mutations: 16-bit dtypes, renames, strict = false and conv
     }
   }
   CHECK(loaded > 1500 / 20);
+}
+
+namespace {
+
+// A tree in two shards: w in one file, d in the other.
+struct Split {
+  Eigen::MatrixXf w;
+  Eigen::VectorXd d;
+};
+GROVE_NODE(Split, w, d);
+struct OnlyW {
+  Eigen::MatrixXf w;
+};
+GROVE_NODE(OnlyW, w);
+struct OnlyD {
+  Eigen::VectorXd d;
+};
+GROVE_NODE(OnlyD, d);
+
+}  // namespace
+
+TEST_CASE("checkpoint mutations: a sharded checkpoint's index and shards") {
+  // Mutations of the index's JSON (bytes, truncation, weight_map entries set to other values or to
+  // hostile names) and of either shard. Each loads, or is a format_error, or (a shard name
+  // mutated to one that does not exist) a file_error; the target is untouched unless it loads.
+  temp_dir dir;
+  const auto a = dir / "a.safetensors";
+  const auto b = dir / "b.safetensors";
+  io::save(a, OnlyW{Eigen::MatrixXf::Random(3, 4)});
+  io::save(b, OnlyD{Eigen::VectorXd::Random(3)});
+  const std::string shard_a = read_bytes(a), shard_b = read_bytes(b);
+  const json index = {{"metadata", {{"total_size", 72}}},
+                      {"weight_map", {{"w", "a.safetensors"}, {"d", "b.safetensors"}}}};
+  const std::string original = index.dump();
+  const auto index_path = dir / "model.safetensors.index.json";
+  const Split baseline{Eigen::MatrixXf::Zero(3, 4), Eigen::VectorXd::Zero(3)};
+  const std::vector<json> hostile = {"/etc/passwd",
+                                     "../a.safetensors",
+                                     "./a.safetensors",
+                                     "a.safetensors/",
+                                     "",
+                                     "missing.safetensors",
+                                     "b.safetensors",
+                                     "a.safetensors",
+                                     json::array(),
+                                     7,
+                                     nullptr};
+  mutator m(15);
+  int loaded = 0, rejected = 0;
+  constexpr int rounds = 600;
+  for (int round = 0; round < rounds; ++round) {
+    std::string what;
+    std::string text = original, ma = shard_a, mb = shard_b;
+    switch (m.below(5)) {
+      case 0: {
+        const auto at = m.below(text.size());
+        text[at] = static_cast<char>(text[at] ^ (1 << m.below(8)));
+        what = "flip a bit of index byte " + std::to_string(at);
+        break;
+      }
+      case 1:
+        text.resize(m.below(text.size()));
+        what = "cut the index at " + std::to_string(text.size());
+        break;
+      case 2: {
+        json j = index;
+        j["weight_map"][m.coin() ? "w" : "d"] = m.pick(hostile);
+        if (m.coin()) j["weight_map"]["extra"] = m.pick(hostile);
+        if (m.coin()) j["metadata"] = m.random_value();
+        text = j.dump();
+        what = "edit the index: " + text;
+        break;
+      }
+      case 3:
+        ma = m.mutate(shard_a, what);
+        break;
+      default:
+        mb = m.mutate(shard_b, what);
+        break;
+    }
+    write_bytes(index_path, text);
+    write_bytes(a, ma);
+    write_bytes(b, mb);
+    Split target = baseline;
+    auto untouched = [&] { return target.w == baseline.w && target.d == baseline.d; };
+    try {
+      io::load_into(index_path, target);
+      ++loaded;
+    } catch (const io::format_error& e) {
+      ++rejected;
+      if (!untouched()) FAIL("round " << round << ": " << what << ": changed: " << e.what());
+    } catch (const io::file_error& e) {
+      ++rejected;
+      if (!untouched()) FAIL("round " << round << ": " << what << ": changed: " << e.what());
+    } catch (const std::exception& e) {
+      FAIL("round " << round << ": " << what << ": not a format_error: " << e.what());
+    }
+  }
+  CHECK(rejected > rounds / 4);
+  CHECK(loaded > rounds / 20);
 }

@@ -18,6 +18,9 @@
 // (pread) only the tensors they load and check their values, before they produce or touch
 // anything, and report every problem as grove::io::format_error.
 //
+// A sharded checkpoint (Hugging Face's model.safetensors.index.json and its shard files) loads by
+// passing the index's path to load, load_into or inspect.
+//
 // Needs nlohmann-json (Debian: nlohmann-json3-dev) and a POSIX system.
 #pragma once
 
@@ -35,6 +38,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <unordered_map>
 #include <utility>
@@ -43,6 +47,7 @@
 
 #include "grove/io/detail/file.hpp"
 #include "grove/io/detail/safetensors.hpp"
+#include "grove/io/detail/shards.hpp"
 #include "grove/io/error.hpp"
 #include "grove/random.hpp"
 #include "grove/tree.hpp"
@@ -62,6 +67,8 @@ struct tensor_info {
   std::vector<std::uint64_t> shape;  // row-major: (rows, cols) for a matrix, (n,) for a vector
   std::uint64_t data_begin = 0;      // data_offsets, relative to the data after the header
   std::uint64_t data_end = 0;
+  /// The shard that holds the tensor, as the index names it; empty for a single file.
+  std::string file = {};
 };
 
 /// What inspect() finds in a checkpoint's header.
@@ -92,6 +99,11 @@ struct load_options {
   /// Widening conversions (F16/BF16 -> F32/F64, F32 -> F64, integers into a wider type that holds
   /// every value) keep every value and always happen. Floats and integers never mix.
   bool convert = false;
+  /// Which 2-D tensors load transposed, by their names in the file (before rename): a file's
+  /// (r, c) tensor for which it returns true fills a (c, r) leaf, leaf(i, j) = file[j, i]. For
+  /// Flax/JAX kernels, which are (in, out) where grove's w is (out, in): io::flax_kernels().
+  /// True for a tensor that is not 2-D fails the load, naming it. Empty: nothing is transposed.
+  std::function<bool(std::string_view file_name)> transpose = {};
 };
 
 /// What a load did beyond filling leaves (torch's `_IncompatibleKeys` vocabulary).
@@ -186,9 +198,10 @@ template <class L>
 concept key_leaf = std::is_same_v<L, random::Key>;
 template <class L>
 concept scalar_leaf = (std::is_arithmetic_v<L> || half_scalar<L>)&&supported_scalar<L>;
+// An Eigen leaf is what the tree core takes as one (grove/tree/eigen.hpp), of a scalar a
+// checkpoint can store.
 template <class L>
-concept eigen_leaf =
-    std::is_base_of_v<Eigen::DenseBase<L>, L> && supported_scalar<typename L::Scalar>;
+concept eigen_leaf = grove::detail::eigen_dense<L> && supported_scalar<typename L::Scalar>;
 // Loading writes into the leaf, which must own its elements: an Eigen::Matrix or Eigen::Array.
 template <class L>
 concept eigen_plain_leaf = eigen_leaf<L> && std::is_base_of_v<Eigen::PlainObjectBase<L>, L>;
@@ -615,9 +628,19 @@ inline void check_utf8(const std::string& s, std::string_view function, const st
 
 // --- loading into a tree -------------------------------------------------------------------------
 
+// Transposes the row-major (rows, cols) array of `size`-byte elements at `data` in place (into
+// row-major (cols, rows)), through `scratch` of as many bytes.
+inline void transpose_bytes(std::byte* data, std::byte* scratch, std::uint64_t rows,
+                            std::uint64_t cols, std::size_t size) noexcept {
+  for (std::uint64_t i = 0; i < rows; ++i)
+    for (std::uint64_t j = 0; j < cols; ++j)
+      std::memcpy(scratch + (j * rows + i) * size, data + (i * cols + j) * size, size);
+  std::memcpy(data, scratch, static_cast<std::size_t>(rows * cols * size));
+}
+
 // Checks the file's header against the tree's leaves (names after options.rename, dtypes,
 // shapes) before any data is read, then reads only the tensors that match a leaf
-// (`read(begin, n, out)` copies data bytes [begin, begin + n) to `out`), checks their values,
+// (`read(entry, out)` copies the entry's data bytes [begin, end) to `out`), checks their values,
 // and only if everything is right writes them into the leaves: the tree changes completely or not
 // at all, and memory is proportional to what is loaded, not to the file.
 template <class Tree, class Read>
@@ -654,6 +677,7 @@ load_report fill_tree(const reading& ctx, const header& head, Read&& read, Tree&
   load_report report;
   std::vector<std::string> problems;
   std::vector<const tensor_entry*> match(leaves.size(), nullptr);
+  std::vector<bool> transposed(leaves.size(), false);
   std::vector<bool> used(head.tensors.size(), false);
   for (std::size_t k = 0; k < leaves.size(); ++k) {
     const auto& nl = leaves[k];
@@ -687,7 +711,20 @@ load_report fill_tree(const reading& ctx, const header& head, Read&& read, Tree&
         problems.push_back(who + ": " + types + "; " + std::string(info(t->type).name) + " to " +
                            std::string(info(want.type).name) +
                            " narrows, which load_options::convert allows");
-      else if (t->shape != want.shape)
+      else if (options.transpose && options.transpose(t->name)) {
+        if (t->shape.size() != 2)
+          problems.push_back(who +
+                             ": load_options::transpose asks to transpose it, but its shape " +
+                             shape_str(t->shape) + " is not 2-D");
+        else if (std::vector<std::uint64_t>{t->shape[1], t->shape[0]} != want.shape)
+          problems.push_back(who + ": shape " + shape_str(t->shape) + " in the file, transposed " +
+                             shape_str({t->shape[1], t->shape[0]}) + ", " + shape_str(want.shape) +
+                             " in the tree");
+        else {
+          match[k] = t;
+          transposed[k] = true;
+        }
+      } else if (t->shape != want.shape)
         problems.push_back(who + ": shape " + shape_str(t->shape) + " in the file, " +
                            shape_str(want.shape) + " in the tree");
       else
@@ -728,10 +765,22 @@ load_report fill_tree(const reading& ctx, const header& head, Read&& read, Tree&
   }
   std::unique_ptr<std::uint64_t[]> buffer(new std::uint64_t[total / 8 + 1]);
   auto* data = reinterpret_cast<std::byte*>(buffer.get());
-  std::sort(order.begin(), order.end(),
-            [&](std::size_t a, std::size_t b) { return match[a]->begin < match[b]->begin; });
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return std::tie(match[a]->shard, match[a]->begin) < std::tie(match[b]->shard, match[b]->begin);
+  });
+  for (const auto k : order) read(*match[k], data + place[k]);
+
+  // The tensors to transpose, in place through one scratch buffer as large as the largest.
+  std::uint64_t scratch_size = 0;
   for (const auto k : order)
-    read(match[k]->begin, match[k]->end - match[k]->begin, data + place[k]);
+    if (transposed[k]) scratch_size = std::max(scratch_size, match[k]->end - match[k]->begin);
+  if (scratch_size > 0) {
+    std::vector<std::byte> scratch(static_cast<std::size_t>(scratch_size));
+    for (const auto k : order)
+      if (transposed[k])
+        transpose_bytes(data + place[k], scratch.data(), match[k]->shape[0], match[k]->shape[1],
+                        info(match[k]->type).size);
+  }
 
   // The values: a BOOL tensor may hold only 0 and 1, and a narrowing integer load needs every
   // value to fit.
@@ -743,8 +792,11 @@ load_report fill_tree(const reading& ctx, const header& head, Read&& read, Tree&
       for (std::uint64_t b = 0; b < n; ++b)
         if (in[b] != std::byte{0} && in[b] != std::byte{1})
           ctx.fail("tensor " + json_quoted(t->name) + " is BOOL, but its byte at file offset " +
-                   std::to_string(head.data_start + t->begin + b) + " is " +
-                   std::to_string(static_cast<int>(in[b])) + ", neither 0 nor 1");
+                   (head.shards.empty()
+                        ? std::to_string(head.data_start + t->begin + b)
+                        : std::to_string(head.shards[t->shard].data_start + t->begin + b) +
+                              " of shard " + json_quoted(head.shards[t->shard].name)) +
+                   " is " + std::to_string(static_cast<int>(in[b])) + ", neither 0 nor 1");
     }
     from_little_endian(in, static_cast<std::size_t>(n / info(t->type).size), info(t->type).size);
     visit_leaf(leaves[k].leaf, [&](const auto& leaf) {
@@ -816,8 +868,8 @@ load_report load_bytes_into(const std::byte* bytes, std::size_t size, Tree& tree
   const std::byte* data = bytes + 8 + n;
   return fill_tree(
       ctx, head,
-      [&](std::uint64_t begin, std::uint64_t count, std::byte* out) {
-        std::memcpy(out, data + begin, static_cast<std::size_t>(count));
+      [&](const tensor_entry& t, std::byte* out) {
+        std::memcpy(out, data + t.begin, static_cast<std::size_t>(t.end - t.begin));
       },
       tree, options);
 }
@@ -826,11 +878,17 @@ template <class Tree>
 load_report load_into(std::string_view function, const std::filesystem::path& path, Tree& tree,
                       const load_options& options) {
   const reading ctx{function, path};
+  if (is_index_path(path)) {
+    auto set = read_sharded(ctx);
+    return fill_tree(
+        ctx, set.head, [&](const tensor_entry& t, std::byte* out) { set.read(t, out); }, tree,
+        options);
+  }
   auto file = read_checkpoint(ctx);
   return fill_tree(
       ctx, file.head,
-      [&](std::uint64_t begin, std::uint64_t count, std::byte* out) {
-        read_checkpoint_range(ctx, file, begin, count, out);
+      [&](const tensor_entry& t, std::byte* out) {
+        read_checkpoint_range(ctx, file, t.begin, t.end - t.begin, out);
       },
       tree, options);
 }
@@ -959,8 +1017,19 @@ void save(const std::filesystem::path& path, const Tree& tree, const metadata& u
 /// Reads the checkpoint at `path` into `tree`, whose structure, dtypes and shapes must match the
 /// file's tensors exactly (F16/BF16 -> F32/F64, F32 -> F64 and integer widening excepted). The
 /// header is checked before any data is read, and only the tensors that fill a leaf are read; on
-/// any error `tree` keeps its values. A grove::random::Key leaf takes the layout the file records
-/// (a file that records none, say one written by Python, leaves the tree's layout).
+/// any error `tree` keeps its values.
+///
+/// A `path` whose name ends in ".json" is a sharded checkpoint's index, as Hugging Face writes
+/// it (`model.safetensors.index.json`: {"metadata": {...}, "weight_map": {"tensor name":
+/// "shard file", ...}}): the tensors of all its shards load as one file's would, and the index's
+/// "metadata" is the checkpoint's metadata (a value that is not a string as its JSON text:
+/// "total_size" -> "4920052736"). Shard names are relative to the index's directory and must stay
+/// inside it: an absolute name, a "." or ".." component, or a symbolic link leading out of the
+/// directory is a format_error naming the weight_map entry, as are a tensor a shard holds that
+/// the weight_map does not give to it and a weight_map entry its shard lacks. Each shard is
+/// opened once, its header checked as a single file's is. A grove::random::Key leaf takes the
+/// layout the file records (a file that records none, say one written by Python, leaves the tree's
+/// layout).
 ///
 /// Returns the file's user metadata (without grove's own "grove." entries).
 ///
@@ -977,7 +1046,8 @@ metadata load_into(const std::filesystem::path& path, Tree& tree) {
 /// `load_state_dict(state_dict, strict)`, with renaming and dtype conversion): tensor names pass
 /// through `options.rename` before they are matched with the leaves' simple key paths; with
 /// `options.strict` false, leaves the file lacks keep their values and tensors the tree lacks are
-/// skipped, and the report lists both; `options.convert` allows narrowing dtype conversions.
+/// skipped, and the report lists both; `options.convert` allows narrowing dtype conversions;
+/// `options.transpose` loads the 2-D tensors it names transposed (Flax kernels: flax_kernels()).
 ///
 /// Returns the report: missing leaves, unexpected tensors, the user metadata.
 ///
@@ -985,8 +1055,8 @@ metadata load_into(const std::filesystem::path& path, Tree& tree) {
 /// a format_error that lists them all, and `tree` is untouched. Either way a tensor with another
 /// shape, a dtype the leaf cannot take (F8_E4M3 into a float, F32 into an int, F64 into a float
 /// without `convert`), an integer that does not fit, or two tensors renamed to one name is a
-/// format_error naming the tensor. An exception thrown by `options.rename` propagates, with
-/// `tree` untouched.
+/// format_error naming the tensor, as is a transposed tensor that is not 2-D. An exception
+/// thrown by `options.rename` or `options.transpose` propagates, with `tree` untouched.
 template <class Tree>
 load_report load_into(const std::filesystem::path& path, Tree& tree, const load_options& options) {
   return detail::load_into("grove::io::load_into", path, tree, options);
@@ -1011,19 +1081,95 @@ load_result<Tree> load(const std::filesystem::path& path, const Tree& like,
   return out;
 }
 
+/// A load_options::rename for a PyTorch state_dict of an `nn.Sequential` of `nn.Linear` layers
+/// (and activations), loaded into grove's parameters of the same sequence: the params of
+/// `nn::sequential(nn::dense(4, 3), nn::relu, nn::dense(3, 2))`, or the std::vector<nn::Dense>
+/// of nn::init_network_params. torch's "0.weight" (out, in) is grove's "0/w" (out, in), "0.bias"
+/// its "0/b": the indices are the same, since torch numbers activations as grove does.
+///
+/// `prefix` ("model.", "net.") is removed from the names that start with it; then each '.' becomes
+/// '/', and a last component "weight" becomes "w", "bias" "b" ("encoder.2.bias" with prefix
+/// "encoder." is "2/b"). Names without the prefix are kept as they are, so that a strict load
+/// lists them; other buffers ("1.running_mean") pass through the same way.
+inline std::function<std::string(std::string_view)> torch_sequential_names(
+    std::string prefix = {}) {
+  return [prefix = std::move(prefix)](std::string_view name) -> std::string {
+    if (!name.starts_with(prefix)) return std::string(name);
+    std::string out(name.substr(prefix.size()));
+    std::replace(out.begin(), out.end(), '.', '/');
+    const auto slash = out.rfind('/');
+    const std::string_view last =
+        std::string_view(out).substr(slash == std::string::npos ? 0 : slash + 1);
+    if (last == "weight")
+      out.replace(out.size() - 6, 6, "w");
+    else if (last == "bias")
+      out.replace(out.size() - 4, 4, "b");
+    return out;
+  };
+}
+
+/// A load_options::rename for Flax/Orbax-style trees of `nn.Dense` modules
+/// ("params/Dense_0/kernel", "params/Dense_0/bias"), into grove's dense parameters: Dense_k's
+/// kernel is grove's "L/w" and its bias "L/b", where L is `layers[k]` (grove's index of the k-th
+/// dense layer: {0, 2} for `nn::sequential(nn::dense(4, 3), nn::relu, nn::dense(3, 2))`, where
+/// Flax counts only the Dense modules), or k itself when `layers` is empty (the
+/// std::vector<nn::Dense> of nn::init_network_params). Load with `.transpose = flax_kernels()`:
+/// a Flax kernel is (in, out), grove's w (out, in).
+///
+/// Names that are not `prefix` + "Dense_K/kernel" or "Dense_K/bias", and Dense modules beyond
+/// `layers`, are kept as they are, so that a strict load lists them.
+inline std::function<std::string(std::string_view)> flax_dense_names(
+    std::vector<std::size_t> layers = {}, std::string prefix = "params/") {
+  return [layers = std::move(layers), prefix = std::move(prefix)](std::string_view name) {
+    std::string_view rest = name;
+    if (!rest.starts_with(prefix)) return std::string(name);
+    rest.remove_prefix(prefix.size());
+    constexpr std::string_view dense = "Dense_";
+    if (!rest.starts_with(dense)) return std::string(name);
+    rest.remove_prefix(dense.size());
+    const auto slash = rest.find('/');
+    const std::string_view digits = rest.substr(0, slash);
+    if (slash == std::string_view::npos || digits.empty() || digits.size() > 9 ||
+        !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+        (digits.size() > 1 && digits[0] == '0'))
+      return std::string(name);
+    const std::string_view field = rest.substr(slash + 1);
+    if (field != "kernel" && field != "bias") return std::string(name);
+    std::size_t k = 0;
+    for (const char c : digits) k = k * 10 + static_cast<std::size_t>(c - '0');
+    if (!layers.empty() && k >= layers.size()) return std::string(name);
+    const std::size_t layer = layers.empty() ? k : layers[k];
+    return std::to_string(layer) + (field == "kernel" ? "/w" : "/b");
+  };
+}
+
+/// A load_options::transpose for Flax/JAX dense kernels: true for the names whose last component
+/// is "kernel" ("params/Dense_0/kernel"), which are (in, out) where grove's w is (out, in).
+inline std::function<bool(std::string_view)> flax_kernels() {
+  return [](std::string_view name) { return name == "kernel" || name.ends_with("/kernel"); };
+}
+
 /// Reads and validates a checkpoint's header (not its data): tensor names, dtypes, shapes,
 /// metadata. Every dtype the safetensors specification names is listed (F8_E4M3, F4, C64, ...),
-/// including those grove cannot load into a leaf. Throws as load does.
+/// including those grove cannot load into a leaf. Given a sharded checkpoint's index (a path
+/// ending in ".json"), lists the tensors of all its shards (shard by shard, each tensor's
+/// tensor_info::file naming its shard) and the index's metadata, after the checks load makes.
+/// Throws as load does.
 inline checkpoint_info inspect(const std::filesystem::path& path) {
   const detail::reading ctx{"grove::io::inspect", path};
-  auto file = detail::read_checkpoint(ctx);
+  detail::header head;
+  if (detail::is_index_path(path))
+    head = std::move(detail::read_sharded(ctx).head);
+  else
+    head = std::move(detail::read_checkpoint(ctx).head);
   checkpoint_info out;
-  out.tensors.reserve(file.head.tensors.size());
-  for (auto& t : file.head.tensors)
+  out.tensors.reserve(head.tensors.size());
+  for (auto& t : head.tensors)
     out.tensors.push_back({std::move(t.name), std::string(detail::info(t.type).name),
-                           std::move(t.shape), t.begin, t.end});
+                           std::move(t.shape), t.begin, t.end,
+                           head.shards.empty() ? std::string() : head.shards[t.shard].name});
   // Moved, not copied: a header of a million entries is held once.
-  auto& entries = file.head.metadata;
+  auto& entries = head.metadata;
   while (!entries.empty()) {
     auto node = entries.extract(entries.begin());
     const std::string& key = node.key();

@@ -165,6 +165,13 @@ struct tensor_entry {
   std::vector<std::uint64_t> shape;
   std::uint64_t begin = 0;  // data_offsets, relative to the start of the data buffer
   std::uint64_t end = 0;
+  std::uint32_t shard = 0;  // in a sharded checkpoint, the file that holds it (header::shards)
+};
+
+// One file of a sharded checkpoint, as the index names it.
+struct shard_info {
+  std::string name;              // as the index's weight_map spells it, relative to the index
+  std::uint64_t data_start = 0;  // the file offset of its data buffer
 };
 
 struct header {
@@ -173,6 +180,9 @@ struct header {
   std::unordered_map<std::string, std::size_t> index;  // tensor name -> position in tensors
   std::uint64_t data_start = 0;                        // file offset of the data buffer: 8 + N
   std::uint64_t data_size = 0;
+  // Empty for one file; for a sharded checkpoint (the tensors of all its files in one header),
+  // the files, indexed by tensor_entry::shard.
+  std::vector<shard_info> shards;
 
   const tensor_entry* find(const std::string& name) const {
     const auto it = index.find(name);
