@@ -222,19 +222,26 @@ def plot(directory, family, rows):
         return None
     baselines = list(dict.fromkeys(r["baseline"] for r in rows))
     colours = {b: f"C{i}" for i, b in enumerate(baselines)}
-    fig, ax = plt.subplots(figsize=(8, 0.9 + 0.32 * len(rows)), dpi=100, layout="constrained")
+    fig, ax = plt.subplots(figsize=(8, 1.6 + 0.3 * len(rows)), dpi=100, layout="constrained")
     y = list(range(len(rows)))[::-1]
-    bars = ax.barh(y, [r["ratio"] for r in rows], color=[colours[r["baseline"]] for r in rows])
-    ax.bar_label(bars, labels=[f"{r['ratio']:.3g}" for r in rows], fontsize=7, padding=2)
+    ratios = [r["ratio"] for r in rows]
+    bars = ax.barh(y, ratios, color=[colours[r["baseline"]] for r in rows])
+    ax.bar_label(bars, labels=[f"{x:.3g}" for x in ratios], fontsize=7, padding=2)
     ax.set_yticks(y, [r["case"] for r in rows], fontsize=8)
     ax.axvline(1.0, color="black", linewidth=0.8)
-    ax.set_xscale("log")
-    ratios = [r["ratio"] for r in rows]
-    ax.set_xlim(min(min(ratios), 1.0) / 1.5, max(max(ratios), 1.0) * 1.6)
-    ax.set_xlabel("grove time / baseline time (log scale; < 1: grove faster)")
+    # A log scale where the ratios span more than a decade (grove vs Python's pytrees), else a
+    # linear one from 0, which shows small differences around 1 better.
+    if max(ratios) / min(ratios) > 10:
+        ax.set_xscale("log")
+        ax.set_xlim(min(min(ratios), 1.0) / 1.5, max(max(ratios), 1.0) * 1.6)
+        ax.set_xlabel("grove time / baseline time (log scale; < 1: grove faster)")
+    else:
+        ax.set_xlim(0, max(max(ratios), 1.0) * 1.15)
+        ax.set_xlabel("grove time / baseline time (< 1: grove faster)")
     ax.set_title(TITLES[family], fontsize=10)
     handles = [plt.Rectangle((0, 0), 1, 1, color=colours[b]) for b in baselines]
-    ax.legend(handles, baselines, fontsize=7, loc="best")
+    ax.legend(handles, baselines, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.22),
+              ncol=len(baselines), frameon=False)
     ax.grid(axis="x", alpha=0.3, which="both")
     path = os.path.join(directory, f"{family}.png")
     save_png(fig, path, PROGRAM)
