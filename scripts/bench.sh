@@ -21,6 +21,7 @@ cd "$(dirname "$0")/.."
 usage() { sed -n '/^# Usage:/,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 die() { echo "bench.sh: $2" >&2; exit "$1"; }
 
+command="scripts/bench.sh${*:+ $*}"
 quick=0 build="" out="" plot=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -67,7 +68,7 @@ mkdir -p "$out/logs"
 rm -f "$out"/{tree,tree_torch,random,nn,nn_torch,parallel}.json "$out"/parallel.rank*.json
 
 echo "== $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "   command: scripts/bench.sh${quick:+ }$([ $quick = 1 ] && echo --quick)"
+echo "   command: $command"
 gb() {  # gb NAME PROGRAM ARGS...: one Google Benchmark program, JSON to $out/NAME.json
   local name=$1 prog=$2
   shift 2

@@ -136,7 +136,14 @@ def mlp_rows(results, notes):
     if data is None:
         notes.append("mlp: no nn.json (bench_nn did not run)")
     else:
-        for name, b in sorted(iterations(data).items(), key=lambda kv: kv[0]):
+        steps = ["step_sgd_fused", "step_sgd", "step_momentum", "step_adam"]
+
+        def order(kv):  # bench_nn's order: the step, then batch and threads as numbers
+            parts = kv[0].split("/")
+            args = [int(p.split(":")[1]) for p in parts[1:3] if ":" in p]
+            return (steps.index(parts[0]) if parts[0] in steps else len(steps), parts[0], args)
+
+        for name, b in sorted(iterations(data).items(), key=order):
             if "step/GEMMs" not in b or "GEMMs_ms" not in b:
                 continue
             parts = name.split("/")  # step_adam/batch:128/threads:1/...
