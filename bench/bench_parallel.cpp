@@ -123,9 +123,10 @@ void train_local(benchmark::State& state) {
   par::LocalDevices devices(devices_n, threads);
   const Problem& p = problem();
   const auto opt = nn::adam(1e-3);
+  using OptState = decltype(opt.init(p.params));
   struct Replica {
     Net params;
-    nn::AdamState<Net> state;
+    OptState state;
     par::StepWorkspace<Net> ws;
   };
   std::vector<Replica> replicas(static_cast<std::size_t>(devices_n));

@@ -22,7 +22,11 @@ if(GIT_FOUND)
                       OUTPUT_VARIABLE _grove_text RESULT_VARIABLE _grove_rc)
       string(REPLACE "grove::nn" "grove::old_nn" _grove_text "${_grove_text}")
       string(REPLACE "grove/nn/" "grove/old_nn/" _grove_text "${_grove_text}")
-      file(WRITE ${_grove_base}/grove/old_nn/${_grove_h}.hpp "${_grove_text}")
+      # Written only when different, so that reconfiguring (scripts/bench.sh does on each run)
+      # does not make bench_nn compile again.
+      file(WRITE ${_grove_base}/grove/old_nn/${_grove_h}.hpp.new "${_grove_text}")
+      file(COPY_FILE ${_grove_base}/grove/old_nn/${_grove_h}.hpp.new
+           ${_grove_base}/grove/old_nn/${_grove_h}.hpp ONLY_IF_DIFFERENT)
     endforeach()
     target_include_directories(bench_nn PRIVATE ${_grove_base})
     target_compile_definitions(bench_nn PRIVATE GROVE_BENCH_BASELINE=1)

@@ -3,6 +3,7 @@
 //   train_mlp                                  # 784-512-512-10, adam, 15 epochs
 //   train_mlp --optimizer sgd --lr 0.1 --epochs 20 --metrics run.csv
 //   train_mlp --epochs 5 --save run.safetensors     # then: --epochs 15 --resume run.safetensors
+//   train_mlp --plot run.png                        # the training curves, drawn after training
 //   train_mlp --devices 2 --batch-size 1024         # data-parallel over 2 local devices
 //   mpirun -np 2 train_mlp --batch-size 1024        # data-parallel over 2 MPI processes
 //   train_mlp --activation gelu --layer-norm --residual --dropout 0.1   # another model
@@ -14,6 +15,8 @@
 // several devices or MPI ranks, each takes its shard of every batch and one allreduce averages
 // the gradients (grove::parallel::train_step). The same --seed and --threads give the same numbers
 // run after run, and a run resumed from a checkpoint gives the bits of one never interrupted.
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
@@ -26,6 +29,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <grove/io/atomic_write.hpp>
 #include <grove/io/checkpoint.hpp>
@@ -86,6 +90,7 @@ struct Options {
   int threads = 0;
   int devices = 1;
   std::string metrics;
+  std::string plot;
   std::string save;
   std::string resume;
 };
@@ -688,6 +693,100 @@ std::string optimizer_problem(const Options& o, bool lr_decay_given) {
   return {};
 }
 
+// --- --plot: the training curves, drawn by a Python script ---------------------------------------
+//
+// The drawing is matplotlib's (Debian's python3-matplotlib), in scripts/plot_training.py, run as
+// a child process after training from the --metrics CSV: C++ has no well-kept plotting library
+// in Debian, and the script is also usable on its own, on any run's metrics. The script writes
+// the PNG atomically and only over a regular file; train_mlp checks the path and the script
+// (python3 with matplotlib) before training, so that a missing package costs no training time.
+
+extern "C" char** environ;
+
+// The Python interpreter and the plotting script: GROVE_PYTHON and GROVE_PLOT_SCRIPT when set,
+// else Debian's python3 (the one python3-matplotlib installs for) and the script in the source
+// tree this program was built from.
+std::vector<std::string> plot_command() {
+  const char* python = std::getenv("GROVE_PYTHON");
+  const char* script = std::getenv("GROVE_PLOT_SCRIPT");
+  return {python && *python ? python : "/usr/bin/python3",
+          script && *script
+              ? std::string(script)
+              : (fs::path(__FILE__).parent_path().parent_path() / "scripts" / "plot_training.py")
+                    .string()};
+}
+
+// Runs `args` (args[0] a path, no shell) and waits for it. Its exit status, or -1 with `why` set
+// when it could not be started or was ended by a signal.
+int run_child(const std::vector<std::string>& args, std::string& why) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (const int err = ::posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ)) {
+    why = "cannot run " + args[0] + ": " + std::strerror(err);
+    return -1;
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) {
+      why = std::string("waiting for ") + args[0] + ": " + std::strerror(errno);
+      return -1;
+    }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  why = args[0] + " was ended by signal " + std::to_string(WTERMSIG(status));
+  return -1;
+}
+
+// Why --plot cannot be drawn: the plotting script is missing, or it says (on standard error)
+// that matplotlib is missing or the path cannot be written. Empty when it can.
+std::string plot_problem(const std::string& png) {
+  auto command = plot_command();
+  std::error_code ec;
+  if (!fs::is_regular_file(command[1], ec))
+    return "--plot " + png + ": the plotting script " + command[1] +
+           " is not there (set GROVE_PLOT_SCRIPT to scripts/plot_training.py of grove's sources)";
+  command.insert(command.end(), {"--check", "--out", png});
+  std::string why;
+  const int status = run_child(command, why);
+  if (status == 0) return {};
+  if (status < 0)
+    return "--plot " + png + ": " + why +
+           " (install Debian's python3 and python3-matplotlib, or set GROVE_PYTHON)";
+  return "--plot " + png + ": cannot draw it (see above)";
+}
+
+// Draws the curves of `metrics` (train_mlp's CSV) into `png`. Empty when done, else why not.
+std::string draw_plot(const std::string& metrics, const std::string& png,
+                      const std::string& title) {
+  auto command = plot_command();
+  command.insert(command.end(), {"--metrics", metrics, "--out", png, "--title", title});
+  std::string why;
+  const int status = run_child(command, why);
+  if (status == 0) return {};
+  return "--plot " + png + ": " + (status < 0 ? why : std::string("the plotting script failed"));
+}
+
+// A temporary metrics file for --plot without --metrics, removed when the run ends.
+struct TempMetrics {
+  std::string path;
+  TempMetrics() {
+    std::string name = (fs::temp_directory_path() / "train_mlp-metrics-XXXXXX").string();
+    const int fd = ::mkstemp(name.data());
+    if (fd < 0)
+      throw std::system_error(errno, std::generic_category(),
+                              "train_mlp --plot: cannot create a temporary metrics file " + name);
+    ::close(fd);
+    path = name;
+  }
+  TempMetrics(const TempMetrics&) = delete;
+  TempMetrics& operator=(const TempMetrics&) = delete;
+  ~TempMetrics() {
+    std::error_code ec;
+    fs::remove(path, ec);
+  }
+};
+
 // Why --data cannot be the dataset directory, or an empty string.
 std::string data_directory_problem(const std::string& dir) {
   std::error_code ec;
@@ -977,6 +1076,10 @@ int main(int argc, char** argv) {
                  "Write a CSV of per-epoch metrics (epoch, train_loss, test_loss, test_accuracy, "
                  "epoch_seconds) to "
                  "this file, rewritten atomically after each epoch");
+  app.add_option("--plot", o.plot,
+                 "Draw the training curves (train and test loss, test accuracy per epoch) to this "
+                 "PNG after training, written atomically; needs python3-matplotlib "
+                 "(scripts/plot_training.py, run with /usr/bin/python3 or GROVE_PYTHON)");
   app.add_option("--save", o.save,
                  "Save the training state (parameters, optimizer state, random key, epoch, "
                  "settings, metrics) to this safetensors file after each epoch, atomically");
@@ -1071,14 +1174,32 @@ int main(int argc, char** argv) {
   }
   if (rank == 0) {
     // Fail now, not after the first epoch, when an output file cannot be written.
-    for (const auto* output : {&o.metrics, &o.save}) {
+    for (const auto* output : {&o.metrics, &o.save, &o.plot}) {
       if (output->empty()) continue;
-      const auto problem = output_problem(output == &o.save ? "--save" : "--metrics", *output);
+      const char* flag = output == &o.save ? "--save" : output == &o.plot ? "--plot" : "--metrics";
+      const auto problem = output_problem(flag, *output);
       if (!problem.empty()) {
         std::fprintf(stderr, "train_mlp: %s\n", problem.c_str());
         return fail_alone(1, rank, ranks, problem);
       }
     }
+    if (!o.plot.empty()) {
+      if (const auto problem = plot_problem(o.plot); !problem.empty()) {
+        std::fprintf(stderr, "train_mlp: %s\n", problem.c_str());
+        return fail_alone(1, rank, ranks, problem);
+      }
+    }
+  }
+  // --plot draws from the metrics CSV: a temporary one when --metrics is not given.
+  std::optional<TempMetrics> plot_metrics;
+  if (rank == 0 && !o.plot.empty() && o.metrics.empty()) {
+    try {
+      plot_metrics.emplace();
+    } catch (const std::system_error& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      return fail_alone(1, rank, ranks, e.what());
+    }
+    o.metrics = plot_metrics->path;
   }
   io::MnistSplits<float> data;
   try {
@@ -1153,8 +1274,17 @@ int main(int argc, char** argv) {
   }
 #endif
   try {
-    return with_optimizer(o, schedule,
-                          [&](const auto& optimizer) { return train(setup, optimizer, where); });
+    const int status = with_optimizer(
+        o, schedule, [&](const auto& optimizer) { return train(setup, optimizer, where); });
+    if (status == 0 && rank == 0 && !o.plot.empty()) {
+      const std::string title = "train_mlp: MLP " + model_text(o) + ", " + description;
+      if (const auto problem = draw_plot(o.metrics, o.plot, title); !problem.empty()) {
+        std::fprintf(stderr, "train_mlp: %s\n", problem.c_str());
+        return 1;
+      }
+      std::printf("train_mlp: drew the training curves to %s\n", o.plot.c_str());
+    }
+    return status;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train_mlp: %s\n", e.what());
 #if defined(GROVE_TRAIN_MLP_MPI)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs grove's main job on a fresh Debian 12 machine: installs what is missing, builds the
 # examples with CMake and trains the MLP on Fashion-MNIST (examples/train_mlp, its defaults).
-# Extra arguments go to train_mlp (try --help).
+# Extra arguments go to train_mlp (try --help; --plot run.png draws the training curves, with
+# python3-matplotlib). Paths in them are relative to the repository root, where this runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure-packages.sh $(grep -v '^#' scripts/packages.txt)

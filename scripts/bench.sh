@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Runs grove's benchmarks on a fresh Debian 12 machine and prints one table per family with
+# grove's figure, the baseline's and the ratio, all measured in this run: tree ops vs a
+# hand-written loop and vs torch.utils._pytree, random numbers vs the standard library, the MLP
+# step vs its bare GEMMs and vs PyTorch, the pytree allreduce vs a bare MPI_Allreduce (2 ranks).
+# Installs what is missing (scripts/packages.txt), builds the benchmarks (Release, build/bench),
+# keeps the benchmarks' JSON and writes the tables as CSV (one file per family).
+#
+# Usage: scripts/bench.sh [--quick] [--build-dir DIR] [--out DIR] [--plot DIR]
+#   --quick          a short run (one iteration or so of each case, few sizes, one round against
+#                    PyTorch): it checks that the whole chain still works; its figures are rough
+#   --build-dir DIR  use this configured CMake build directory (e.g. scripts/test.sh's
+#                    build/release) instead of configuring build/bench: benchmarks are switched on
+#                    in it (GROVE_BUILD_BENCHMARKS=ON, the rest of its cache kept) and only the
+#                    four benchmark programs are built, so that CI compiles no second tree
+#   --out DIR        where the JSON, the CSV and the logs go (default: BUILD_DIR/bench-results)
+#   --plot DIR       also draw one bar chart of the ratios per family, DIR/FAMILY.png
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+usage() { sed -n '/^# Usage:/,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+die() { echo "bench.sh: $2" >&2; exit "$1"; }
+
+command="scripts/bench.sh${*:+ $*}"
+quick=0 build="" out="" plot=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) quick=1 ;;
+    --build-dir | --out | --plot)
+      [ $# -ge 2 ] && [ -n "$2" ] || die 2 "$1 needs a directory"
+      case "$1" in --build-dir) build=$2 ;; --out) out=$2 ;; --plot) plot=$2 ;; esac
+      shift ;;
+    -h | --help) usage; exit 0 ;;
+    *) usage >&2; die 2 "unknown argument: $1" ;;
+  esac
+  shift
+done
+if [ -n "$plot" ]; then
+  [ -e "$plot" ] && [ ! -d "$plot" ] && die 2 "--plot $plot: not a directory"
+  [ -d "$plot" ] || [ -d "$(dirname "$plot")" ] ||
+    die 2 "--plot $plot: its parent directory $(dirname "$plot") does not exist"
+fi
+if [ -n "$build" ] && [ ! -f "$build/CMakeCache.txt" ]; then
+  die 2 "--build-dir $build: not a configured CMake build directory (leave --build-dir out and bench.sh configures build/bench)"
+fi
+
+scripts/ensure-packages.sh $(grep -v '^#' scripts/packages.txt)
+# Old OpenBLAS builds needed these on some of these machines; OpenBLAS chooses better by itself.
+unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
+py=/usr/bin/python3  # Debian's, which has python3-torch and python3-matplotlib
+
+if [ -z "$build" ]; then
+  build=build/bench
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DGROVE_BUILD_TESTS=OFF \
+    -DGROVE_BUILD_EXAMPLES=OFF -DGROVE_BUILD_BENCHMARKS=ON >/dev/null
+else
+  cmake -S . -B "$build" -DGROVE_BUILD_BENCHMARKS=ON >/dev/null
+fi
+type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$build/CMakeCache.txt")
+if [ "$type" != Release ]; then
+  echo "bench.sh: warning: $build is a ${type:-no-type} build, not Release: its figures mean little" >&2
+fi
+echo "== grove benchmarks: building in $build ($type)"
+cmake --build "$build" -j "$(nproc)" --target bench_tree bench_random bench_nn bench_parallel
+bin=$build/bench
+out=${out:-$build/bench-results}
+mkdir -p "$out/logs"
+rm -f "$out"/{tree,tree_torch,random,nn,nn_torch,parallel}.json "$out"/parallel.rank*.json
+
+echo "== $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "   command: $command"
+gb() {  # gb NAME PROGRAM ARGS...: one Google Benchmark program, JSON to $out/NAME.json
+  local name=$1 prog=$2
+  shift 2
+  echo "== $name: $prog $* (log: $out/logs/$name.log)"
+  "$bin/$prog" --benchmark_out="$out/$name.json" --benchmark_out_format=json "$@" \
+    >"$out/logs/$name.log" 2>&1 || { tail -20 "$out/logs/$name.log" >&2; die 1 "$prog failed"; }
+}
+if [ $quick = 1 ]; then
+  gb tree bench_tree --benchmark_min_time=0.01
+  py_seconds=(--seconds 0.05)
+  gb random bench_random --benchmark_min_time=0.01 \
+    '--benchmark_filter=^(std_into/mt19937_(uniform|normal)_float|grove_into_float/(uniform|normal)_float/threads:1)'
+  gb nn bench_nn '--benchmark_filter=^step_(sgd_fused|adam)/batch:128/threads:1/'
+  torch_args=(--batches 128 --threads 1 --rounds 1 --seconds 0.2)
+else
+  gb tree bench_tree
+  py_seconds=(--seconds 0.5)
+  gb random bench_random
+  gb nn bench_nn '--benchmark_filter=^step_'
+  torch_args=()
+fi
+echo "== tree_torch: bench/pytree_torch.py"
+$py bench/pytree_torch.py --out "$out/tree_torch.json" "${py_seconds[@]}"
+echo "== nn_torch: bench/torch_step.py (PyTorch in a fresh process per thread setting)"
+$py bench/torch_step.py --bench "$bin/bench_nn" --out "$out/nn_torch.json" "${torch_args[@]}"
+
+# The allreduce needs two MPI ranks; Open MPI wants --oversubscribe for more ranks than cores
+# and, as root, --allow-run-as-root (as the tests' mpirun does).
+if command -v mpirun >/dev/null && "$bin/bench_parallel" --benchmark_list_tests 2>/dev/null | grep -q '^train/mpi'; then
+  mpi_flags=()
+  if mpirun --version 2>&1 | grep -q 'Open MPI\|OpenRTE'; then
+    mpi_flags+=(--oversubscribe --timeout 240)
+    [ "$(id -u)" -eq 0 ] && mpi_flags+=(--allow-run-as-root)
+    export OMPI_MCA_btl_vader_single_copy_mechanism=none
+  fi
+  echo "== parallel: mpirun -np 2 bench_parallel --benchmark_filter=^allreduce/mpi (log: $out/logs/parallel.log)"
+  # Each rank writes its own JSON (two writers of one file would mix them); rank 0's is kept.
+  mpirun -np 2 "${mpi_flags[@]}" bash -c \
+    'exec "$1" --benchmark_filter=^allreduce/mpi --benchmark_out_format=json \
+       --benchmark_out="$2/parallel.rank${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}.json"' \
+    _ "$bin/bench_parallel" "$out" >"$out/logs/parallel.log" 2>&1 ||
+    { tail -20 "$out/logs/parallel.log" >&2; die 1 "bench_parallel under mpirun failed"; }
+  mv "$out/parallel.rank0.json" "$out/parallel.json"
+  rm -f "$out"/parallel.rank*.json
+else
+  echo "== parallel: skipped (no mpirun, or bench_parallel built without MPI)"
+fi
+
+echo "== done; load average now $(cut -d' ' -f1-3 /proc/loadavg)"
+$py scripts/bench_report.py --results "$out" ${plot:+--plot "$plot"}
