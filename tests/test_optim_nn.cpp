@@ -19,7 +19,7 @@ using Params = std::vector<nn::Dense<float>>;
 Params start() {
   return nn::init_network_params<float>({300, 256, 10}, rnd::key(4), 0.05f);
 }
-Params grads_at(int t) {
+Params network_grads_at(int t) {
   return grove::tree_map(
       [t](const auto& p) -> std::remove_cvref_t<decltype(p)> {
         using M = std::remove_cvref_t<decltype(p)>;
@@ -44,7 +44,7 @@ double max_ulps(const Params& a, const Params& b) {
 }  // namespace
 
 TEST_CASE("global_norm and a clipped step are the same for every thread count", "[optim][nn]") {
-  const Params g = grads_at(2);
+  const Params g = network_grads_at(2);
   double norms[2];
   Params stepped[2];
   for (const int threads : {1, 2}) {
@@ -53,7 +53,7 @@ TEST_CASE("global_norm and a clipped step are the same for every thread count", 
     const auto tx = optim::chain(optim::clip_by_global_norm(0.5), optim::adamw(1e-3));
     stepped[threads - 1] = start();
     auto state = tx.init(stepped[threads - 1]);
-    for (int t = 0; t < 3; ++t) tx.step(stepped[threads - 1], grads_at(t), state);
+    for (int t = 0; t < 3; ++t) tx.step(stepped[threads - 1], network_grads_at(t), state);
   }
   CHECK(norms[0] == norms[1]);
   CHECK(max_ulps(stepped[0], stepped[1]) == 0);
@@ -65,7 +65,7 @@ TEST_CASE("global_norm and a clipped step are the same for every thread count", 
 
 TEST_CASE("README's optimizer snippet", "[optim][nn]") {
   auto params = start();
-  const Params grads = grads_at(0);
+  const Params grads = network_grads_at(0);
   // README.md, "Optimizers":
   // Weight decay on the weight matrices only: a mask tree with the parameters' structure.
   auto weights_only = [](const auto& p) {
