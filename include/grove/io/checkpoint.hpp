@@ -1024,9 +1024,10 @@ void save(const std::filesystem::path& path, const Tree& tree, const metadata& u
 /// "shard file", ...}}): the tensors of all its shards load as one file's would, and the index's
 /// "metadata" is the checkpoint's metadata (a value that is not a string as its JSON text:
 /// "total_size" -> "4920052736"). Shard names are relative to the index's directory and must stay
-/// inside it: an absolute name, a "." or ".." component, or a symbolic link leading out of the
-/// directory is a format_error naming the weight_map entry, as are a tensor a shard holds that
-/// the weight_map does not give to it and a weight_map entry its shard lacks. Each shard is
+/// inside it: an absolute name or a "." or ".." component is a format_error naming the weight_map
+/// entry, as are a tensor a shard holds that the weight_map does not give to it and a weight_map
+/// entry its shard lacks. Symbolic links in the directory are followed wherever they lead (they
+/// are the directory's, not the index's: Hugging Face's hub cache is made of them). Each shard is
 /// opened once, its header checked as a single file's is. A grove::random::Key leaf takes the
 /// layout the file records (a file that records none, say one written by Python, leaves the tree's
 /// layout).
