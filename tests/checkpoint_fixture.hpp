@@ -12,6 +12,7 @@
 #include <iterator>
 #include <limits>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -174,6 +175,36 @@ inline void write_bytes(const std::filesystem::path& p, const std::string& bytes
   std::filesystem::remove(p);
   std::ofstream out(p, std::ios::binary);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// One tensor of a hand-written safetensors file: its name, dtype, row-major shape and
+// little-endian bytes.
+struct Entry {
+  std::string name;
+  std::string dtype;
+  std::vector<std::uint64_t> shape;
+  std::string bytes;
+};
+
+// A safetensors file holding `entries` in order, with `metadata` (if not null), assembled from the
+// specification (an 8-byte little-endian header length, the JSON header, the data) rather than by
+// grove's save, so that the tests that read it check grove against the format itself.
+inline void write_safetensors(const std::filesystem::path& path, const std::vector<Entry>& entries,
+                              const nlohmann::ordered_json& metadata = nullptr) {
+  auto header = nlohmann::ordered_json::object();
+  if (!metadata.is_null()) header["__metadata__"] = metadata;
+  std::string data;
+  for (const auto& e : entries) {
+    header[e.name] = {{"dtype", e.dtype},
+                      {"shape", e.shape},
+                      {"data_offsets", {data.size(), data.size() + e.bytes.size()}}};
+    data += e.bytes;
+  }
+  const std::string text = header.dump();
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i)
+    out[static_cast<std::size_t>(i)] = static_cast<char>((text.size() >> (8 * i)) & 0xff);
+  write_bytes(path, out + text + data);
 }
 
 }  // namespace ckpt_test

@@ -19,32 +19,8 @@
 
 using namespace ckpt_test;
 namespace io = grove::io;
-using json = nlohmann::ordered_json;
 
 namespace {
-
-struct Entry {
-  std::string name;
-  std::string dtype;
-  std::vector<std::uint64_t> shape;
-  std::string bytes;
-};
-
-void write_safetensors(const std::filesystem::path& path, const std::vector<Entry>& entries) {
-  json header = json::object();
-  std::string data;
-  for (const auto& e : entries) {
-    header[e.name] = {{"dtype", e.dtype},
-                      {"shape", e.shape},
-                      {"data_offsets", {data.size(), data.size() + e.bytes.size()}}};
-    data += e.bytes;
-  }
-  const std::string text = header.dump();
-  std::string out(8, '\0');
-  for (int i = 0; i < 8; ++i)
-    out[static_cast<std::size_t>(i)] = static_cast<char>((text.size() >> (8 * i)) & 0xff);
-  write_bytes(path, out + text + data);
-}
 
 // The value of element (i, j) of a test array `tag`: distinct everywhere, exact in float.
 float value(int tag, std::uint64_t i, std::uint64_t j) {

@@ -22,32 +22,6 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-struct Entry {
-  std::string name;
-  std::string dtype;
-  std::vector<std::uint64_t> shape;
-  std::string bytes;  // little-endian
-};
-
-// A safetensors file holding `entries` in order, with `metadata` (if not null).
-void write_safetensors(const std::filesystem::path& path, const std::vector<Entry>& entries,
-                       const json& metadata = nullptr) {
-  json header = json::object();
-  if (!metadata.is_null()) header["__metadata__"] = metadata;
-  std::string data;
-  for (const auto& e : entries) {
-    header[e.name] = {{"dtype", e.dtype},
-                      {"shape", e.shape},
-                      {"data_offsets", {data.size(), data.size() + e.bytes.size()}}};
-    data += e.bytes;
-  }
-  const std::string text = header.dump();
-  std::string out(8, '\0');
-  for (int i = 0; i < 8; ++i)
-    out[static_cast<std::size_t>(i)] = static_cast<char>((text.size() >> (8 * i)) & 0xff);
-  write_bytes(path, out + text + data);
-}
-
 template <class T>
 std::string bytes_of(std::initializer_list<T> values) {
   std::string out;
