@@ -419,18 +419,47 @@ void for_each_row_major(const L& leaf, F&& f) {
   }
 }
 
-// Sets each element of an Eigen leaf to get(k), k its row-major index.
-template <class L, class Get>
-void fill_row_major(L& leaf, Get&& get) noexcept {
-  if constexpr (is_vector_leaf<L>()) {
-    for (Eigen::Index k = 0; k < leaf.size(); ++k)
-      leaf.coeffRef(k) = get(static_cast<std::size_t>(k));
-  } else {
-    const Eigen::Index cols = leaf.cols();
-    for (Eigen::Index i = 0; i < leaf.rows(); ++i)
-      for (Eigen::Index j = 0; j < cols; ++j)
-        leaf.coeffRef(i, j) = get(static_cast<std::size_t>(i * cols + j));
-  }
+// out[0 .. count) = elements first .. first + count of a tensor of dtype `from` at `in` (native
+// byte order, aligned), converted to S; `from` is one that conversion_of() lets S take. Templated
+// on the scalar only, not on the leaf, so that a tree of many leaf types compiles the twelve
+// conversions once per scalar type.
+template <class S>
+void convert_elements(const std::byte* in, dtype from, std::size_t first, std::size_t count,
+                      S* out) noexcept {
+  with_elements(from, in, [&](auto get) {
+    using V = decltype(get(0));
+    if constexpr (std::is_same_v<V, double> == (std::is_floating_point_v<S> || half_scalar<S>)) {
+      for (std::size_t k = 0; k < count; ++k) {
+        if constexpr (std::is_same_v<V, double>)
+          out[k] = float_to<S>(get(first + k));
+        else
+          out[k] = static_cast<S>(get(first + k));
+      }
+    }
+  });
+}
+
+// Sets each element of an Eigen leaf to element k of the tensor of dtype `from` at `in`, k the
+// element's row-major index, converting through a small buffer on the stack.
+template <class L>
+void convert_row_major(const std::byte* in, dtype from, L& leaf) noexcept {
+  using S = typename L::Scalar;
+  constexpr std::size_t run = 256;
+  S buffer[run];
+  const auto rows = static_cast<std::size_t>(is_vector_leaf<L>() ? 1 : leaf.rows());
+  const auto cols = static_cast<std::size_t>(is_vector_leaf<L>() ? leaf.size() : leaf.cols());
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t j0 = 0; j0 < cols; j0 += run) {
+      const std::size_t m = std::min(run, cols - j0);
+      convert_elements(in, from, i * cols + j0, m, buffer);
+      for (std::size_t l = 0; l < m; ++l) {
+        const auto j = static_cast<Eigen::Index>(j0 + l);
+        if constexpr (is_vector_leaf<L>())
+          leaf.coeffRef(j) = buffer[l];
+        else
+          leaf.coeffRef(static_cast<Eigen::Index>(i), j) = buffer[l];
+      }
+    }
 }
 
 // Writes the leaf's bytes (layout_of(leaf, floats).nbytes of them) into `out`, which is aligned
@@ -498,15 +527,7 @@ void decode(const std::byte* in, dtype from, L& leaf) noexcept {
       std::memcpy(&leaf, in, sizeof(L));
       return;
     }
-    with_elements(from, in, [&](auto get) {
-      using V = decltype(get(0));
-      if constexpr (std::is_same_v<V, double> == (std::is_floating_point_v<L> || half_scalar<L>)) {
-        if constexpr (std::is_same_v<V, double>)
-          leaf = float_to<L>(get(0));
-        else
-          leaf = static_cast<L>(get(0));
-      }
-    });
+    convert_elements(in, from, 0, 1, &leaf);
   } else {
     static_assert(eigen_plain_leaf<L>,
                   "grove::io: loading needs Eigen leaves that own their elements (Eigen::Matrix or "
@@ -525,15 +546,7 @@ void decode(const std::byte* in, dtype from, L& leaf) noexcept {
         assign(leaf, map_rm(src, leaf.rows(), leaf.cols()));
       return;
     }
-    with_elements(from, in, [&](auto get) {
-      using V = decltype(get(0));
-      if constexpr (std::is_same_v<V, double> == (std::is_floating_point_v<S> || half_scalar<S>)) {
-        if constexpr (std::is_same_v<V, double>)
-          fill_row_major(leaf, [&](std::size_t k) { return float_to<S>(get(k)); });
-        else
-          fill_row_major(leaf, [&](std::size_t k) { return static_cast<S>(get(k)); });
-      }
-    });
+    convert_row_major(in, from, leaf);
   }
 }
 
@@ -560,13 +573,28 @@ std::size_t first_out_of_range(const std::byte* in, dtype from, std::size_t n, s
   return bad;
 }
 
+// What loading needs to know of a leaf, without its type: the checks and the reads that come
+// before the copy into the leaves are then compiled once, not once per leaf type of every tree.
+struct leaf_facts {
+  leaf_layout layout;
+  bool key = false;
+  // first_out_of_range for the leaf's scalar type (a key's dtype never narrows: none).
+  std::size_t (*out_of_range)(const std::byte*, dtype, std::size_t, std::string&) = nullptr;
+};
+
 template <class L>
-std::string leaf_description(const L& leaf) {
-  const auto l = layout_of(leaf);
+leaf_facts facts_of(const L& leaf) {
   if constexpr (key_leaf<L>)
-    return "a grove::random::Key, stored as U32 [2]";
+    return {layout_of(leaf), true, nullptr};
+  else if constexpr (eigen_leaf<L>)
+    return {layout_of(leaf), false, &first_out_of_range<typename L::Scalar>};
   else
-    return std::string(info(l.type).numpy) + shape_str(l.shape);
+    return {layout_of(leaf), false, &first_out_of_range<L>};
+}
+
+inline std::string leaf_description(const leaf_facts& leaf) {
+  if (leaf.key) return "a grove::random::Key, stored as U32 [2]";
+  return std::string(info(leaf.layout.type).numpy) + shape_str(leaf.layout.shape);
 }
 
 // Calls f(leaf) on what a tree_leaves pointer (or variant of pointers) points to.
@@ -638,16 +666,34 @@ inline void transpose_bytes(std::byte* data, std::byte* scratch, std::uint64_t r
   std::memcpy(data, scratch, static_cast<std::size_t>(rows * cols * size));
 }
 
-// Checks the file's header against the tree's leaves (names after options.rename, dtypes,
-// shapes) before any data is read, then reads only the tensors that match a leaf
-// (`read(entry, out)` copies the entry's data bytes [begin, end) to `out`), checks their values,
-// and only if everything is right writes them into the leaves: the tree changes completely or not
-// at all, and memory is proportional to what is loaded, not to the file.
-template <class Tree, class Read>
-load_report fill_tree(const reading& ctx, const header& head, Read&& read, Tree& tree,
-                      const load_options& options) {
-  const auto leaves = named_leaves(tree, ctx.function);
+// Copies a tensor's data bytes [begin, end) to `out`.
+using tensor_reader = std::function<void(const tensor_entry&, std::byte*)>;
 
+// A leaf's tensor name (keystr(path, "/")) and key path.
+struct leaf_key {
+  std::string name;
+  KeyPath path;
+};
+
+// What read_matching leaves for the copy into the leaves: the matched tensors' bytes, in native
+// byte order, each leaf's at buffer + place[k].
+struct loaded_tensors {
+  load_report report;
+  std::vector<std::size_t> order;  // the leaves to write, in file order
+  std::vector<const tensor_entry*> match;
+  std::vector<std::uint64_t> place;
+  std::vector<std::uint8_t> layout;  // a key leaf's: 0 keep the tree's, 1 partitionable, 2 legacy
+  std::unique_ptr<std::uint64_t[]> buffer;
+};
+
+// Checks the file's header against the leaves (names after options.rename, dtypes, shapes) before
+// any data is read, then reads only the tensors that match a leaf and checks their values: nothing
+// is written into the tree here, so that it changes completely or not at all, and memory is
+// proportional to what is loaded, not to the file. Not a template: the leaves come as their facts.
+inline loaded_tensors read_matching(const reading& ctx, const header& head,
+                                    const tensor_reader& read, const std::vector<leaf_key>& leaves,
+                                    const std::vector<leaf_facts>& facts,
+                                    const load_options& options) {
   // The file's names after rename: name -> position in head.tensors.
   std::unordered_map<std::string, std::size_t> by_name;
   std::vector<bool> skipped(head.tensors.size(), false);
@@ -681,7 +727,8 @@ load_report fill_tree(const reading& ctx, const header& head, Read&& read, Tree&
   std::vector<bool> used(head.tensors.size(), false);
   for (std::size_t k = 0; k < leaves.size(); ++k) {
     const auto& nl = leaves[k];
-    visit_leaf(nl.leaf, [&](const auto& leaf) {
+    const auto& leaf = facts[k];
+    {
       const auto* position = find(nl.name);
       const auto* t = position ? &head.tensors[*position] : nullptr;
       const std::string who =
@@ -694,16 +741,15 @@ load_report fill_tree(const reading& ctx, const header& head, Read&& read, Tree&
                              leaf_description(leaf) + " there");
         else
           report.missing.push_back(nl.name);
-        return;
+        continue;
       }
       used[*position] = true;
-      const auto want = layout_of(leaf);
+      const auto& want = leaf.layout;
       const auto how = conversion_of(t->type, want.type);
       const std::string types = "dtype " + std::string(info(t->type).name) + " in the file, " +
                                 std::string(info(want.type).name) + " (" +
                                 std::string(info(want.type).numpy) + ") in the tree";
-      if (how == conversion::impossible ||
-          (how != conversion::exact && key_leaf<std::remove_cvref_t<decltype(leaf)>>))
+      if (how == conversion::impossible || (how != conversion::exact && leaf.key))
         problems.push_back(who + ": " + types + "; grove does not convert " +
                            std::string(info(t->type).name) + " to " +
                            std::string(info(want.type).name));
@@ -729,7 +775,7 @@ load_report fill_tree(const reading& ctx, const header& head, Read&& read, Tree&
                            shape_str(want.shape) + " in the tree");
       else
         match[k] = t;
-    });
+    }
   }
   for (std::size_t i = 0; i < head.tensors.size(); ++i) {
     if (used[i] || skipped[i]) continue;
@@ -799,21 +845,14 @@ load_report fill_tree(const reading& ctx, const header& head, Read&& read, Tree&
                    " is " + std::to_string(static_cast<int>(in[b])) + ", neither 0 nor 1");
     }
     from_little_endian(in, static_cast<std::size_t>(n / info(t->type).size), info(t->type).size);
-    visit_leaf(leaves[k].leaf, [&](const auto& leaf) {
-      using L = std::remove_cvref_t<decltype(leaf)>;
-      const auto want = layout_of(leaf).type;
-      if (conversion_of(t->type, want) != conversion::narrowing) return;
-      std::string value;
-      std::size_t bad;
-      if constexpr (eigen_leaf<L>)
-        bad = first_out_of_range<typename L::Scalar>(in, t->type, n / info(t->type).size, value);
-      else
-        bad = first_out_of_range<L>(in, t->type, n / info(t->type).size, value);
-      if (bad != static_cast<std::size_t>(-1))
-        ctx.fail("tensor " + json_quoted(t->name) + " (key path " + keystr(leaves[k].path) +
-                 "): element " + std::to_string(bad) + " (row-major) is " + value + ", which " +
-                 std::string(info(want).numpy) + " cannot hold");
-    });
+    const dtype want = facts[k].layout.type;
+    if (conversion_of(t->type, want) != conversion::narrowing || !facts[k].out_of_range) continue;
+    std::string value;
+    const std::size_t bad = facts[k].out_of_range(in, t->type, n / info(t->type).size, value);
+    if (bad != static_cast<std::size_t>(-1))
+      ctx.fail("tensor " + json_quoted(t->name) + " (key path " + keystr(leaves[k].path) +
+               "): element " + std::to_string(bad) + " (row-major) is " + value + ", which " +
+               std::string(info(want).numpy) + " cannot hold");
   }
 
   // Everything is checked. Prepare what the copy needs (the user's metadata, the keys' layouts),
@@ -823,28 +862,43 @@ load_report fill_tree(const reading& ctx, const header& head, Read&& read, Tree&
   std::vector<std::uint8_t> layout(leaves.size(),
                                    0);  // 0: keep the tree's, 1: partitionable, 2: legacy
   for (const auto k : order) {
-    visit_leaf(leaves[k].leaf, [&](const auto& leaf) {
-      using L = std::remove_cvref_t<decltype(leaf)>;
-      (void)leaf;
-      if constexpr (key_leaf<L>) {
-        // The file's layout wins; a file that does not say (one written outside grove) keeps
-        // the tree's.
-        const auto it = head.metadata.find(std::string(key_layout_prefix) + match[k]->name);
-        if (it != head.metadata.end()) layout[k] = it->second == "legacy" ? 2 : 1;
-      }
-    });
+    if (!facts[k].key) continue;
+    // The file's layout wins; a file that does not say (one written outside grove) keeps the
+    // tree's.
+    const auto it = head.metadata.find(std::string(key_layout_prefix) + match[k]->name);
+    if (it != head.metadata.end()) layout[k] = it->second == "legacy" ? 2 : 1;
   }
-  for (const auto k : order) {
+  return {std::move(report), std::move(order),  std::move(match),
+          std::move(place),  std::move(layout), std::move(buffer)};
+}
+
+// Checks the file's header against the tree's leaves and reads what matches (read_matching), then
+// writes the values into the leaves, which can neither fail nor allocate.
+template <class Tree>
+load_report fill_tree(const reading& ctx, const header& head, const tensor_reader& read, Tree& tree,
+                      const load_options& options) {
+  auto leaves = named_leaves(tree, ctx.function);
+  std::vector<leaf_key> keys;
+  std::vector<leaf_facts> facts;
+  keys.reserve(leaves.size());
+  facts.reserve(leaves.size());
+  for (auto& nl : leaves) {
+    visit_leaf(nl.leaf, [&](const auto& leaf) { facts.push_back(facts_of(leaf)); });
+    keys.push_back({std::move(nl.name), std::move(nl.path)});
+  }
+  loaded_tensors got = read_matching(ctx, head, read, keys, facts, options);
+  std::byte* data = reinterpret_cast<std::byte*>(got.buffer.get());
+  for (const auto k : got.order) {
     visit_leaf(leaves[k].leaf, [&](auto& leaf) noexcept {
-      decode(data + place[k], match[k]->type, leaf);
+      decode(data + got.place[k], got.match[k]->type, leaf);
       if constexpr (key_leaf<std::remove_cvref_t<decltype(leaf)>>) {
-        if (layout[k] != 0)
+        if (got.layout[k] != 0)
           leaf.layout =
-              layout[k] == 2 ? random::key_layout::legacy : random::key_layout::partitionable;
+              got.layout[k] == 2 ? random::key_layout::legacy : random::key_layout::partitionable;
       }
     });
   }
-  return report;
+  return std::move(got.report);
 }
 
 // Validates and loads a checkpoint held in memory (a whole file's bytes), as load_into does with
