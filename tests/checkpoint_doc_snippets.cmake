@@ -1,43 +1,13 @@
 # Script mode: every ```cpp block of docs/checkpoint.md after its first (the program that
 # grove_doc_program compiles and runs) must appear in tests/test_checkpoint_layouts.cpp, which is
 # compiled and runs them, so the page never shows code that does not build. Blanks are normalised
-# first, as readme_snippets.cmake does. Usage: cmake -DSOURCE_DIR=... -P checkpoint_doc_snippets.cmake
+# first, as for README.md. Usage: cmake -DSOURCE_DIR=... -P checkpoint_doc_snippets.cmake
 cmake_minimum_required(VERSION 3.25)
+include(${CMAKE_CURRENT_LIST_DIR}/doc_blocks.cmake)
 file(READ ${SOURCE_DIR}/docs/checkpoint.md page)
 file(READ ${SOURCE_DIR}/tests/test_checkpoint_layouts.cpp contents)
-
-function(normalise var)
-  string(REGEX REPLACE "[ \t]+" " " text "${${var}}")
-  string(REGEX REPLACE "\n " "\n" text "${text}")
-  string(REGEX REPLACE " \n" "\n" text "${text}")
-  set(${var} "${text}" PARENT_SCOPE)
-endfunction()
-normalise(contents)
-
-set(count 0)
-set(missing 0)
-while(TRUE)
-  string(FIND "${page}" "```cpp\n" start)
-  if(start EQUAL -1)
-    break()
-  endif()
-  math(EXPR start "${start} + 7")
-  string(SUBSTRING "${page}" ${start} -1 page)
-  string(FIND "${page}" "\n```" stop)
-  string(SUBSTRING "${page}" 0 ${stop} block)
-  string(SUBSTRING "${page}" ${stop} -1 page)
-  math(EXPR count "${count} + 1")
-  if(count EQUAL 1)
-    continue()  # the program, compiled from the page itself
-  endif()
-  normalise(block)
-  string(REGEX REPLACE "^ " "" block "${block}")
-  string(FIND "${contents}" "${block}" found)
-  if(found EQUAL -1)
-    math(EXPR missing "${missing} + 1")
-    message(SEND_ERROR "docs/checkpoint.md's C++ block ${count} is not in tests/test_checkpoint_layouts.cpp:\n${block}")
-  endif()
-endwhile()
+grove_normalise_blanks(contents)
+grove_check_cpp_blocks(page contents 1 docs/checkpoint.md count missing)
 if(count LESS 2)
   message(FATAL_ERROR "docs/checkpoint.md has no C++ block after its program")
 endif()
