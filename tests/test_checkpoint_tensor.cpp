@@ -419,3 +419,21 @@ TEST_CASE("float tensors saved as F16 and BF16 round element by element", "[chec
         CHECK(element<std::uint16_t>(f, "0", k) ==
               std::bit_cast<std::uint16_t>(Eigen::half(std::get<0>(tree)(i, j, l))));
 }
+
+TEST_CASE("empty tensors save and load with their shapes", "[checkpoint][tensor]") {
+  ckpt_test::temp_dir dir;
+  std::tuple<C3, Eigen::Tensor<float, 2, Eigen::RowMajor>> empty{
+      C3(2, 0, 3), Eigen::Tensor<float, 2, Eigen::RowMajor>(0, 4)};
+  io::save(dir / "e.safetensors", empty);
+  const raw_file f = parse(ckpt_test::read_bytes(dir / "e.safetensors"));
+  CHECK(f.header["0"]["shape"] == ordered_json::array({2, 0, 3}));
+  CHECK(f.header["1"]["shape"] == ordered_json::array({0, 4}));
+  auto back = io::load(dir / "e.safetensors", empty);
+  CHECK(std::get<0>(back).dimension(1) == 0);
+  CHECK(std::get<1>(back).dimension(1) == 4);
+  // Another empty shape is still another shape.
+  std::tuple<C3, Eigen::Tensor<float, 2, Eigen::RowMajor>> other{
+      C3(2, 3, 0), Eigen::Tensor<float, 2, Eigen::RowMajor>(0, 4)};
+  CHECK_THAT(format_error_of([&] { (void)io::load_into(dir / "e.safetensors", other); }),
+             Contains("shape [2, 0, 3] in the file, [2, 3, 0] in the tree"));
+}

@@ -486,9 +486,10 @@ void encode(const L& leaf, std::byte* out, float_storage floats = float_storage:
       }
     }
     S* dst = reinterpret_cast<S*>(out);
-    if constexpr (tensor_storage_row_major<L>)
-      std::memcpy(dst, leaf.data(), static_cast<std::size_t>(leaf.size()) * sizeof(S));
-    else if constexpr (tensor_leaf<L>)
+    if constexpr (tensor_storage_row_major<L>) {
+      if (leaf.size() > 0)  // an empty tensor's data() may be null, which memcpy may not take
+        std::memcpy(dst, leaf.data(), static_cast<std::size_t>(leaf.size()) * sizeof(S));
+    } else if constexpr (tensor_leaf<L>)
       for_each_tensor_row_major(leaf, [&](std::size_t k, const S& x) { dst[k] = x; });
     else if constexpr (L::ColsAtCompileTime == 1)
       column_map<S>(dst, leaf.size()) = as_matrix(leaf);
@@ -545,9 +546,10 @@ void decode(const std::byte* in, dtype from, L& leaf) noexcept {
       using map_c = Eigen::Map<const Eigen::Matrix<S, Eigen::Dynamic, 1>>;
       using map_rm =
           Eigen::Map<const Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
-      if constexpr (tensor_storage_row_major<L>)
-        std::memcpy(leaf.data(), src, static_cast<std::size_t>(leaf.size()) * sizeof(S));
-      else if constexpr (tensor_leaf<L>)
+      if constexpr (tensor_storage_row_major<L>) {
+        if (leaf.size() > 0)  // an empty tensor's data() may be null
+          std::memcpy(leaf.data(), src, static_cast<std::size_t>(leaf.size()) * sizeof(S));
+      } else if constexpr (tensor_leaf<L>)
         fill_row_major(leaf, [&](std::size_t k) { return src[k]; });
       else if constexpr (L::ColsAtCompileTime == 1)
         assign(leaf, map_c(src, leaf.size()));
