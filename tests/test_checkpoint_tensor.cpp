@@ -325,7 +325,7 @@ TEST_CASE("N-D tensors from a file written without grove: unaligned, converted",
   CHECK(std::get<1>(n)(1, 2) == 32767);
 }
 
-TEST_CASE("tensor shape mismatches are format_errors naming the tensor; the tree is untouched",
+TEST_CASE("tensor shape mismatches are format_errors naming the tensor, the tree untouched",
           "[checkpoint][tensor]") {
   ckpt_test::temp_dir dir;
   const auto path = dir / "t.safetensors";
