@@ -5,7 +5,8 @@
 # includes grove/io/checkpoint.hpp must.
 find_package(nlohmann_json 3 REQUIRED)
 
-grove_test(test_checkpoint test_checkpoint.cpp test_checkpoint_errors.cpp test_checkpoint_mutation.cpp)
+grove_test(test_checkpoint test_checkpoint.cpp test_checkpoint_errors.cpp test_checkpoint_mutation.cpp
+           test_checkpoint_tensor.cpp)
 target_link_libraries(test_checkpoint PRIVATE nlohmann_json::nlohmann_json)
 target_compile_definitions(test_checkpoint PRIVATE GROVE_PROJECT_VERSION="${PROJECT_VERSION}")
 # load_options, load_report, dtype conversions and the 16-bit floats.
@@ -72,7 +73,8 @@ if(GROVE_PYTHON)
   endforeach()
   # Files as other tools write them (torch-style names, F16/BF16, unaligned and scattered data,
   # dtypes grove cannot load), from an independent writer; and grove's F16/BF16 read by numpy.
-  foreach(direction IN ITEMS world half layouts)
+  # N-D tensors both ways (numpy arrays into Eigen tensors of either storage order, and back).
+  foreach(direction IN ITEMS world half layouts tensors)
     add_test(NAME checkpoint_python_${direction}
              COMMAND ${GROVE_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/checkpoint_world.py ${direction}
                      $<TARGET_FILE:checkpoint_world> ${CMAKE_CURRENT_BINARY_DIR}/checkpoint_world_files)

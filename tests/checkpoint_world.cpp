@@ -18,15 +18,26 @@
 //   checkpoint_world flax_vector FILE
 //                                  the Flax file into nn::init_network_params' std::vector of
 //                                  nn::Dense, with io::flax_dense_names()
+//   checkpoint_world tensors FILE  loads FILE's N-D tensors into column-major and row-major
+//                                  Eigen::Tensor leaves and into Eigen::TensorFixedSize leaves;
+//                                  prints each leaf's shape and its elements in row-major order
+//                                  of their indices, read through Eigen's own indexing, then the
+//                                  errors of loading into leaves of another rank or dimensions
+//   checkpoint_world tensors_write FILE
+//                                  saves tensors of both storage orders whose element at
+//                                  (i0, ..., iN-1) is tensor_value(i0, ..., iN-1)
+#include <array>
 #include <bit>
 #include <cstdint>
 #include <iostream>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "grove/io/checkpoint.hpp"
 #include "grove/nn.hpp"
+#include "grove/tree/tensor.hpp"
 
 namespace {
 
@@ -182,6 +193,140 @@ nlohmann::json dump_rows(const Tree& tree) {
   return out;
 }
 
+// --- N-D tensors -----------------------------------------------------------------------------
+// The tensors checkpoint_world.py writes, by name, with their shapes there. The storage order is
+// a type parameter (std::integral_constant), as GROVE_NODE registers templates of types.
+template <class StorageOrder>
+struct Tensors {
+  static constexpr int Order = StorageOrder::value;
+  Eigen::Tensor<float, 3, Order> t3;         // F32 (2, 3, 4)
+  Eigen::Tensor<float, 4, Order> t4;         // F16 (2, 3, 2, 2), special values
+  Eigen::Tensor<float, 3, Order> tb;         // BF16 (3, 1, 2)
+  Eigen::Tensor<float, 3, Order> u3;         // F32 (3, 2, 5), unaligned in the file
+  Eigen::Tensor<float, 1, Order> t1;         // F32 (5,)
+  Eigen::Tensor<double, 0, Order> t0;        // F64 ()
+  Eigen::Tensor<double, 2, Order> t2;        // F32 (3, 4), widened
+  Eigen::Tensor<std::int32_t, 3, Order> i3;  // I16 (2, 2, 3), widened
+};
+GROVE_NODE(Tensors, t3, t4, tb, u3, t1, t0, t2, i3);
+
+template <int Order>
+auto blank_tensors() {
+  Tensors<std::integral_constant<int, Order>> t;
+  t.t3.resize(2, 3, 4);
+  t.t4.resize(2, 3, 2, 2);
+  t.tb.resize(3, 1, 2);
+  t.u3.resize(3, 2, 5);
+  t.t1.resize(5);
+  t.t2.resize(3, 4);
+  t.i3.resize(2, 2, 3);
+  grove::tree_for_each(
+      [](auto& x) { x.setConstant(typename std::remove_cvref_t<decltype(x)>::Scalar(7)); }, t);
+  return t;
+}
+
+// Fixed-size leaves for some of the file's tensors; the others are missing from this tree.
+struct FixedTensors {
+  Eigen::TensorFixedSize<float, Eigen::Sizes<2, 3, 4>> t3;
+  Eigen::TensorFixedSize<double, Eigen::Sizes<2, 3, 2, 2>> t4;  // F16 into double
+  Eigen::TensorFixedSize<float, Eigen::Sizes<3, 2, 5>, Eigen::RowMajor> u3;
+};
+GROVE_NODE(FixedTensors, t3, t4, u3);
+
+// Each element of a tensor, in row-major order of its indices (the last fastest), through
+// Eigen's operator()(indices): grove's element order plays no part.
+template <class T>
+nlohmann::json tensor_json(const T& t) {
+  constexpr std::size_t n = grove::detail::tensor_rank<T>;
+  std::array<Eigen::Index, n> dims{};
+  nlohmann::json shape = nlohmann::json::array();
+  for (std::size_t d = 0; d < n; ++d) {
+    dims[d] = static_cast<Eigen::Index>(t.dimensions()[d]);
+    shape.push_back(dims[d]);
+  }
+  nlohmann::json values = nlohmann::json::array();
+  std::array<Eigen::Index, n> index{};
+  for (Eigen::Index k = 0; k < static_cast<Eigen::Index>(t.size()); ++k) {
+    // Eigen's operator()(indices) does not compile for rank 0, whose one element is t().
+    const auto x = [&] {
+      if constexpr (n == 0)
+        return t();
+      else
+        return t(index);
+    }();
+    if constexpr (std::is_integral_v<std::remove_cvref_t<decltype(x)>>)
+      values.push_back(x);
+    else
+      values.push_back(hex(x));
+    for (std::size_t d = n; d-- > 0;) {  // the odometer: the last index fastest
+      if (++index[d] < dims[d]) break;
+      index[d] = 0;
+    }
+  }
+  return {{"shape", shape}, {"values", values}};
+}
+
+template <class Tree>
+nlohmann::json dump_tensors(const Tree& tree) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [path, leaf] : grove::tree_leaves_with_path(tree))
+    grove::io::detail::visit_leaf(
+        leaf, [&](const auto& x) { out[grove::keystr(path, "/")] = tensor_json(x); });
+  return out;
+}
+
+// Loading t3 (2, 3, 4) into `leaf`: the error, and whether the leaf kept its values.
+template <class Leaf>
+nlohmann::json mismatch(const std::filesystem::path& file, Leaf leaf) {
+  leaf.setConstant(3);
+  std::map<std::string, Leaf> tree{{"t3", leaf}};
+  try {
+    (void)grove::io::load_into(file, tree, {.strict = false});
+    return {{"error", ""}};
+  } catch (const grove::io::format_error& e) {
+    bool untouched = true;
+    for (Eigen::Index k = 0; k < static_cast<Eigen::Index>(leaf.size()); ++k)
+      untouched = untouched && tree.at("t3").data()[k] == 3.0f;
+    return {{"error", e.what()}, {"untouched", untouched}};
+  }
+}
+
+// The value grove writes at (i0, ..., iN-1), which checkpoint_world.py computes too.
+double tensor_value(const std::vector<Eigen::Index>& index) {
+  double v = 0.25;
+  for (const auto i : index) v = v * 10 + static_cast<double>(i);
+  return v;
+}
+
+template <class T>
+void fill_tensor(T& t) {
+  constexpr std::size_t n = grove::detail::tensor_rank<T>;
+  std::array<Eigen::Index, n> index{};
+  for (Eigen::Index k = 0; k < static_cast<Eigen::Index>(t.size()); ++k) {
+    const auto v = static_cast<typename T::Scalar>(
+        tensor_value(std::vector<Eigen::Index>(index.begin(), index.end())));
+    if constexpr (n == 0)
+      t() = v;
+    else
+      t(index) = v;
+    for (std::size_t d = n; d-- > 0;) {
+      if (++index[d] < static_cast<Eigen::Index>(t.dimensions()[d])) break;
+      index[d] = 0;
+    }
+  }
+}
+
+struct Written {
+  Eigen::Tensor<float, 3> col;                                 // (2, 3, 4)
+  Eigen::Tensor<double, 4, Eigen::RowMajor> row;               // (2, 1, 3, 2)
+  Eigen::TensorFixedSize<float, Eigen::Sizes<3, 2, 2>> fixed;  // column-major
+  Eigen::Tensor<std::int32_t, 1> line;                         // (5,)
+  Eigen::Tensor<float, 0> scalar;                              // ()
+  Eigen::Tensor<Eigen::half, 3, Eigen::RowMajor> half;         // (2, 2, 2)
+  Eigen::Tensor<std::int16_t, 5> five;                         // (1, 2, 1, 2, 2)
+};
+GROVE_NODE(Written, col, row, fixed, line, scalar, half, five);
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -239,6 +384,48 @@ int main(int argc, char** argv) {
           file, params,
           {.rename = grove::io::flax_dense_names(), .transpose = grove::io::flax_kernels()});
       std::cout << dump_rows(params).dump() << '\n';
+      return 0;
+    }
+    if (mode == "tensors") {
+      auto col = blank_tensors<Eigen::ColMajor>();
+      auto row = blank_tensors<Eigen::RowMajor>();
+      // Strict, but for the file's one-byte "pad", which the rename skips.
+      const auto skip_pad = [](std::string_view name) {
+        return name == "pad" ? std::string() : std::string(name);
+      };
+      grove::io::load_into(file, col, {.rename = skip_pad});
+      grove::io::load_into(file, row, {.rename = skip_pad});
+      // t4 (F16) once more, exactly, into an Eigen::half tensor.
+      std::map<std::string, Eigen::Tensor<Eigen::half, 4, Eigen::RowMajor>> half{
+          {"t4", Eigen::Tensor<Eigen::half, 4, Eigen::RowMajor>(2, 3, 2, 2)}};
+      (void)grove::io::load_into(file, half, {.strict = false});
+      FixedTensors fixed;
+      const auto report = grove::io::load_into(file, fixed, {.strict = false});
+      using Sizes243 = Eigen::Sizes<2, 4, 3>;
+      std::cout << nlohmann::json{{"col", dump_tensors(col)},
+                                  {"row", dump_tensors(row)},
+                                  {"fixed", dump_tensors(fixed)},
+                                  {"half", dump_tensors(half)},
+                                  {"fixed_unexpected", report.unexpected},
+                                  {"errors",
+                                   {{"rank", mismatch(file, Eigen::Tensor<float, 2>(6, 4))},
+                                    {"dimensions",
+                                     mismatch(file, Eigen::Tensor<float, 3>(2, 4, 3))},
+                                    {"fixed",
+                                     mismatch(file, Eigen::TensorFixedSize<float, Sizes243>())}}}}
+                       .dump()
+                << '\n';
+      return 0;
+    }
+    if (mode == "tensors_write") {
+      Written w;
+      w.col.resize(2, 3, 4);
+      w.row.resize(2, 1, 3, 2);
+      w.line.resize(5);
+      w.half.resize(2, 2, 2);
+      w.five.resize(1, 2, 1, 2, 2);
+      grove::tree_for_each([](auto& x) { fill_tensor(x); }, w);
+      grove::io::save(file, w);
       return 0;
     }
     if (mode == "write" && argc == 5) {

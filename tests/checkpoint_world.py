@@ -15,6 +15,13 @@ C64, F4), extra entries, data in an order unrelated to the header's, unaligned o
       modules ((in, out) kernels) load into grove's dense parameters through
       io::torch_sequential_names / io::flax_dense_names and io::flax_kernels: element (i, j) of
       grove's w equals numpy's weight[i, j] and kernel[j, i].
+  checkpoint_world.py tensors HELPER DIR  N-D tensors (3-D F32, 4-D F16 with special values, 3-D
+      BF16, a 3-D F32 tensor at an unaligned offset, 1-D, 0-D, 2-D, 3-D I16) load into
+      column-major and row-major Eigen::Tensor leaves and Eigen::TensorFixedSize leaves: element
+      (i, j, k) of each is numpy's a[i, j, k] (the helper reads them through Eigen's indexing);
+      loading into leaves of another rank or other dimensions is refused naming the tensor and
+      both shapes, the leaf untouched. Then grove writes tensors of both storage orders, and
+      numpy reads back their shapes and values.
   checkpoint_world.py half HELPER DIR     grove writes F16/BF16 (Eigen::half / bfloat16 leaves and
       the float-rounding save option); numpy reads them through uint16 views and compares with its
       own float32 -> float16 rounding and an integer round-to-nearest-even for BF16.
@@ -317,8 +324,141 @@ def layouts(helper, workdir):
           "grove's dense parameters, every element equal to numpy's")
 
 
+# The N-D tensors of the `tensors` direction: (dtype, numpy array in the file's dtype).
+def nd_tensors():
+    rng = np.random.default_rng(151)
+    t3 = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    t3[1, 0, 3] = np.float32(-0.0)
+    specials = [0x0000, 0x8000, 0x3C00, 0x7C00, 0xFC00, 0x7E00, 0x0001, 0x83FF, 0x7BFF, 0x0400,
+                0xFE01, 0x3555]
+    others = rng.integers(0, 0x7C00, size=12, dtype=np.uint16)  # finite, positive
+    t4 = np.array(specials + others.tolist(), dtype=np.uint16)[rng.permutation(24)].reshape(2, 3, 2, 2)
+    tb = np.array([0x3F80, 0x8000, 0x7F80, 0x0001, 0x7FC1, 0xC2F7], dtype=np.uint16).reshape(3, 1, 2)
+    return {
+        "t3": ("F32", t3),
+        "t4": ("F16", t4.view(np.float16)),
+        "tb": ("BF16", tb),  # bits; numpy has no bfloat16
+        "u3": ("F32", rng.standard_normal((3, 2, 5)).astype(np.float32)),
+        "t1": ("F32", np.arange(5, dtype=np.float32) - 2.5),
+        "t0": ("F64", np.array(-1.0 / 3.0)),
+        "t2": ("F32", rng.standard_normal((3, 4)).astype(np.float32)),
+        "i3": ("I16", np.array([-32768, 32767, 0, -1, 5, 6, 7, 8, 9, 10, 11, -12], dtype=np.int16).reshape(2, 2, 3)),
+    }
+
+
+LITTLE = {"F32": "<f4", "F64": "<f8", "F16": "<f2", "BF16": "<u2", "I16": "<i2", "U8": "u1"}
+
+
+def write_nd(path, arrays):
+    """The tensors after a U8 tensor of 1 to 3 bytes, whichever places u3 (right after it) where
+    it is not aligned for float32 in the file."""
+    for pad in (1, 2, 3):
+        tensors = {"pad": ("U8", [pad], bytes(range(42, 42 + pad)))}
+        for name, (dtype, a) in arrays.items():
+            tensors[name] = (dtype, list(a.shape), np.ascontiguousarray(a).astype(LITTLE[dtype]).tobytes())
+        names = list(tensors)
+        data_order = ["pad", "u3"] + [n for n in names if n not in ("pad", "u3")]
+        write_file(path, tensors, names[::-1], data_order, {"format": "np"}, 2)
+        raw = open(path, "rb").read()
+        (n,) = struct.unpack("<Q", raw[:8])
+        if (8 + n + json.loads(raw[8:8 + n])["u3"]["data_offsets"][0]) % 4 != 0:
+            return
+    fail("test setup: u3 is aligned in the file")
+
+
+def tensors(helper, workdir):
+    arrays = nd_tensors()
+    path = os.path.join(workdir, "tensors.safetensors")
+    write_nd(path, arrays)
+    rc, out, err = run(helper, "tensors", path)
+    if rc != 0:
+        fail(f"grove could not load the N-D tensors:\n{out}{err}")
+    got = json.loads(out)
+    bf16 = lambda bits: (bits.astype(np.uint32) << 16).view(np.float32)
+    # What each leaf must hold: numpy's conversion of the file's array to the leaf's dtype.
+    want = {
+        "t3": hex_of(arrays["t3"][1]),
+        "t4": hex_of(arrays["t4"][1].astype(np.float32)),
+        "tb": hex_of(bf16(arrays["tb"][1])),
+        "u3": hex_of(arrays["u3"][1]),
+        "t1": hex_of(arrays["t1"][1]),
+        "t0": hex_of(arrays["t0"][1].reshape(1)),
+        "t2": hex_of(arrays["t2"][1].astype(np.float64)),
+        "i3": arrays["i3"][1].reshape(-1).astype(int).tolist(),
+    }
+    shapes = {name: list(a.shape) for name, (_, a) in arrays.items()}
+    for order in ("col", "row"):
+        leaves = got[order]
+        if set(leaves) != set(want):
+            fail(f"{order}: leaves {sorted(leaves)}")
+        for name, values in want.items():
+            if leaves[name]["shape"] != shapes[name]:
+                fail(f"{order}: {name}: shape {leaves[name]['shape']}, numpy {shapes[name]}")
+            if leaves[name]["values"] != values:
+                fail(f"{order}: {name}: grove loaded {leaves[name]['values']}, numpy says {values}")
+    # Element by element, by index, for the unaligned one: leaf(i, j, k) == a[i, j, k].
+    u3 = arrays["u3"][1]
+    for order in ("col", "row"):
+        flat = got[order]["u3"]["values"]
+        for i, j, k in np.ndindex(*u3.shape):
+            if flat[(i * 2 + j) * 5 + k] != hex_of(u3[i, j, k].reshape(1))[0]:
+                fail(f"{order}: u3[{i}, {j}, {k}]")
+    if got["half"] != {"t4": {"shape": shapes["t4"], "values": hex_of(arrays["t4"][1])}}:
+        fail(f"t4 into Eigen::half: {got['half']}, numpy says {hex_of(arrays['t4'][1])}")
+    fixed = got["fixed"]
+    want_fixed = {"t3": want["t3"], "t4": hex_of(arrays["t4"][1].astype(np.float64)), "u3": want["u3"]}
+    for name, values in want_fixed.items():
+        if fixed[name]["shape"] != shapes[name] or fixed[name]["values"] != values:
+            fail(f"TensorFixedSize {name}: {fixed[name]}, numpy says {shapes[name]} {values}")
+    unexpected = [n for n in ["pad"] + list(arrays) if n not in want_fixed]
+    if sorted(got["fixed_unexpected"]) != sorted(unexpected):
+        fail(f"TensorFixedSize load: unexpected {got['fixed_unexpected']}, expected {unexpected}")
+    for case, tree_shape in (("rank", "[6, 4]"), ("dimensions", "[2, 4, 3]"), ("fixed", "[2, 4, 3]")):
+        e = got["errors"][case]
+        needle = f"tensor \"t3\" (key path ['t3']): shape [2, 3, 4] in the file, {tree_shape} in the tree"
+        if not e["error"].startswith("grove::io::load_into: ") or needle not in e["error"]:
+            fail(f"{case}: error {e['error']!r}, expected it to contain {needle!r}")
+        if e.get("untouched") is not True:
+            fail(f"{case}: the failed load changed the leaf")
+
+    # grove writes; numpy reads.
+    path = os.path.join(workdir, "grove_tensors.safetensors")
+    rc, out, err = run(helper, "tensors_write", path)
+    if rc != 0:
+        fail(f"the helper could not write tensors: {err}")
+    raw = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    header.pop("__metadata__", None)
+    written = {"col": ("F32", (2, 3, 4)), "row": ("F64", (2, 1, 3, 2)), "fixed": ("F32", (3, 2, 2)),
+               "line": ("I32", (5,)), "scalar": ("F32", ()), "half": ("F16", (2, 2, 2)),
+               "five": ("I16", (1, 2, 1, 2, 2))}
+    numpy_of = {"F32": "<f4", "F64": "<f8", "I32": "<i4", "F16": "<f2", "I16": "<i2"}
+    if set(header) != set(written):
+        fail(f"grove wrote {sorted(header)}")
+    for name, (dtype, shape) in written.items():
+        info = header[name]
+        if info["dtype"] != dtype or tuple(info["shape"]) != shape:
+            fail(f"{name}: {info['dtype']} {info['shape']}, expected {dtype} {list(shape)}")
+        begin, end = info["data_offsets"]
+        a = np.frombuffer(raw[8 + n + begin:8 + n + end], dtype=numpy_of[dtype]).reshape(shape)
+        expected = np.zeros(shape)
+        for index in np.ndindex(*shape):
+            v = 0.25
+            for i in index:
+                v = v * 10 + i
+            expected[index] = v
+        expected = expected.astype(numpy_of[dtype])  # integers: truncated, as C++'s cast
+        if not np.array_equal(a, expected):
+            fail(f"{name}: grove wrote {a.tolist()}, expected {expected.tolist()}")
+    print("OK: N-D tensors (F32, F16 with specials, BF16, unaligned, 0-D to 4-D, widened) loaded into "
+          "column-major, row-major and fixed-size Eigen tensors, element (i, j, k) equal to numpy's "
+          "a[i, j, k]; mismatched ranks and dimensions refused by name; numpy read grove's tensors of "
+          "both storage orders")
+
+
 def main():
-    directions = {"world": world, "half": half, "layouts": layouts}
+    directions = {"world": world, "half": half, "layouts": layouts, "tensors": tensors}
     if len(sys.argv) != 4 or sys.argv[1] not in directions:
         print(__doc__)
         sys.exit(2)

@@ -16,6 +16,7 @@
 #include "checkpoint_fixture.hpp"
 #include "grove/io/checkpoint.hpp"
 #include "grove/nn.hpp"
+#include "grove/tree/tensor.hpp"
 
 using namespace ckpt_test;
 namespace io = grove::io;
@@ -245,6 +246,26 @@ TEST_CASE("a Flax tree of Dense modules loads into grove's nn params, kernels tr
   check_vector(mlp[0].b, 2);
   check_matrix(mlp[1].w, 3, true);
   check_vector(mlp[1].b, 4);
+}
+
+TEST_CASE("an N-D numpy array into an Eigen::Tensor as docs/checkpoint.md shows it",
+          "[checkpoint][layouts]") {
+  temp_dir dir;
+  std::string bytes;  // np.arange(24, dtype=np.float32).reshape(2, 3, 4), C order
+  for (int k = 0; k < 24; ++k) {
+    const auto x = static_cast<float>(k);
+    bytes.append(reinterpret_cast<const char*>(&x), 4);
+  }
+  write_safetensors(dir / "images.safetensors", {{"images", "F32", {2, 3, 4}, bytes}});
+  // docs/checkpoint.md, "N-D tensors":
+  // numpy: a = np.arange(24, dtype=np.float32).reshape(2, 3, 4), saved as "images"
+  std::map<std::string, Eigen::Tensor<float, 3>> tree{{"images", Eigen::Tensor<float, 3>(2, 3, 4)}};
+  grove::io::load_into(dir / "images.safetensors", tree);
+  // tree["images"](i, j, k) == a[i, j, k]
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 4; ++k)
+        CHECK(tree["images"](i, j, k) == static_cast<float>(i * 12 + j * 4 + k));
 }
 
 TEST_CASE("a sharded checkpoint as docs/checkpoint.md shows it", "[checkpoint][layouts]") {

@@ -8,6 +8,7 @@
 
 #include "checkpoint_fixture.hpp"
 #include "grove/io/checkpoint.hpp"
+#include "grove/tree/tensor.hpp"
 
 using namespace ckpt_test;
 namespace io = grove::io;
@@ -318,9 +319,11 @@ struct Mixed {
   Eigen::VectorXd d;
   Eigen::Matrix<std::int16_t, Eigen::Dynamic, 1> n;
   float s = 0;
-  Eigen::Matrix3f q;  // square, so that a transposed load of it fits
+  Eigen::Matrix3f q;          // square, so that a transposed load of it fits
+  Eigen::Tensor<float, 3> t;  // N-D, column-major: permuted on save and load (saved as BF16)
+  Eigen::TensorFixedSize<double, Eigen::Sizes<2, 1, 3>, Eigen::RowMajor> f;
 };
-GROVE_NODE(Mixed, w, h, d, n, s, q);
+GROVE_NODE(Mixed, w, h, d, n, s, q, t, f);
 
 template <class Tree>
 bool same_bits(const Tree& a, const Tree& b) {
@@ -352,11 +355,15 @@ TEST_CASE("checkpoint mutations: 16-bit dtypes, renames, strict = false, convert
   m0.n = Eigen::Matrix<std::int16_t, Eigen::Dynamic, 1>::Constant(4, -3);
   m0.s = 2.0f;
   m0.q = Eigen::Matrix3f::Random();
+  m0.t.resize(2, 3, 2);
+  m0.t.setRandom();
+  m0.f.setRandom();
   io::save(good, m0, {}, {.floats = io::float_storage::bf16});
   const std::string original = read_bytes(good);
   Mixed baseline = m0;
   baseline.w.setZero();
   baseline.d.setZero();
+  baseline.t.setZero();
   const io::load_options options[] = {
       {},
       {.strict = false, .convert = true},

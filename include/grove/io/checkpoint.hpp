@@ -9,7 +9,8 @@
 //
 // Each leaf is one tensor, named by its key path in the simple form (`0/w`, `opt_state/mu/0/b`),
 // little-endian and row-major (a (rows, cols) Eigen matrix reads as the same (rows, cols) array
-// in numpy, whatever Eigen's storage order). `__metadata__` holds the tree's TreeDef, grove's
+// in numpy, whatever Eigen's storage order; so does an N-D Eigen::Tensor, element (i0, ..., iN-1)
+// being numpy's a[i0, ..., iN-1]). `__metadata__` holds the tree's TreeDef, grove's
 // version, the layout of each grove::random::Key and the user's string metadata.
 //
 // save() never leaves a half-written file behind: it writes a temporary file in the same
@@ -48,6 +49,7 @@
 #include "grove/io/detail/file.hpp"
 #include "grove/io/detail/safetensors.hpp"
 #include "grove/io/detail/shards.hpp"
+#include "grove/io/detail/tensor_order.hpp"
 #include "grove/io/error.hpp"
 #include "grove/random.hpp"
 #include "grove/tree.hpp"
@@ -205,6 +207,14 @@ concept eigen_leaf = grove::detail::eigen_dense<L> && supported_scalar<typename 
 // Loading writes into the leaf, which must own its elements: an Eigen::Matrix or Eigen::Array.
 template <class L>
 concept eigen_plain_leaf = eigen_leaf<L> && std::is_base_of_v<Eigen::PlainObjectBase<L>, L>;
+// An N-D Eigen tensor (Eigen::Tensor, Eigen::TensorFixedSize, Eigen::TensorMap; recognised
+// without Eigen's tensor header) of a scalar a checkpoint can store. Loading needs one that owns
+// its elements (grove::detail::eigen_tensor_owner).
+template <class L>
+concept tensor_leaf = grove::detail::eigen_tensor<L> && supported_scalar<typename L::Scalar>;
+// A leaf with a Scalar: an Eigen matrix, array or tensor.
+template <class L>
+concept array_leaf = eigen_leaf<L> || tensor_leaf<L>;
 
 // --- 16-bit floats, bit by bit (independent of the compiler's and Eigen's conversions) ----------
 
@@ -370,10 +380,10 @@ constexpr dtype stored_dtype(float_storage floats) {
 
 template <class L>
 leaf_layout layout_of(const L& leaf, float_storage floats = float_storage::keep) {
-  static_assert(key_leaf<L> || scalar_leaf<L> || eigen_leaf<L>,
-                "grove::io: a checkpoint leaf must be a bool, integer, Eigen::half, "
-                "Eigen::bfloat16, float or double scalar, an Eigen::Matrix or Eigen::Array of "
-                "such scalars, or a grove::random::Key");
+  static_assert(key_leaf<L> || scalar_leaf<L> || eigen_leaf<L> || tensor_leaf<L>,
+                "grove: a checkpoint leaf must be a bool, integer, Eigen::half, "
+                "Eigen::bfloat16, float or double scalar, an Eigen::Matrix, Eigen::Array or "
+                "Eigen::Tensor of such scalars, or a grove::random::Key");
   if constexpr (key_leaf<L>) {
     (void)leaf, (void)floats;
     return {dtype::U32, {2}, 8};
@@ -381,6 +391,11 @@ leaf_layout layout_of(const L& leaf, float_storage floats = float_storage::keep)
     (void)leaf;
     const dtype t = stored_dtype<L>(floats);
     return {t, {}, info(t).size};
+  } else if constexpr (tensor_leaf<L>) {
+    // Shape (d0, ..., dN-1), row-major in the file whatever the tensor's storage order; rank 0
+    // is shape (), as numpy's 0-d array.
+    const dtype t = stored_dtype<typename L::Scalar>(floats);
+    return {t, tensor_file_shape(leaf), static_cast<std::uint64_t>(leaf.size()) * info(t).size};
   } else {
     using S = typename L::Scalar;
     const dtype t = stored_dtype<S>(floats);
@@ -410,7 +425,9 @@ decltype(auto) as_matrix(const X& x) {
 // Calls f(k, element) for each element of an Eigen leaf, k its row-major index.
 template <class L, class F>
 void for_each_row_major(const L& leaf, F&& f) {
-  if constexpr (is_vector_leaf<L>()) {
+  if constexpr (tensor_leaf<L>) {
+    for_each_tensor_row_major(leaf, f);
+  } else if constexpr (is_vector_leaf<L>()) {
     for (Eigen::Index k = 0; k < leaf.size(); ++k) f(static_cast<std::size_t>(k), leaf(k));
   } else {
     const Eigen::Index cols = leaf.cols();
@@ -439,13 +456,27 @@ void convert_elements(const std::byte* in, dtype from, std::size_t first, std::s
   });
 }
 
-// Sets each element of an Eigen leaf to element k of the tensor of dtype `from` at `in`, k the
-// element's row-major index, converting through a small buffer on the stack.
+// Sets each element of an Eigen matrix, array or tensor leaf to element k of the tensor of dtype
+// `from` at `in`, k the element's row-major index, converting through a small buffer on the stack.
 template <class L>
 void convert_row_major(const std::byte* in, dtype from, L& leaf) noexcept {
   using S = typename L::Scalar;
   constexpr std::size_t run = 256;
   S buffer[run];
+  if constexpr (tensor_leaf<L>) {
+    // fill_tensor_row_major asks for k = 0, 1, 2, ... in turn.
+    const auto n = static_cast<std::size_t>(leaf.size());
+    std::size_t start = 0, end = 0;  // the buffer holds elements [start, end)
+    fill_tensor_row_major(leaf, [&](std::size_t k) {
+      if (k >= end) {
+        start = k;
+        end = k + std::min(run, n - k);
+        convert_elements(in, from, start, end - start, buffer);
+      }
+      return buffer[k - start];
+    });
+    return;
+  }
   const auto rows = static_cast<std::size_t>(is_vector_leaf<L>() ? 1 : leaf.rows());
   const auto cols = static_cast<std::size_t>(is_vector_leaf<L>() ? leaf.size() : leaf.cols());
   for (std::size_t i = 0; i < rows; ++i)
@@ -496,7 +527,12 @@ void encode(const L& leaf, std::byte* out, float_storage floats = float_storage:
       }
     }
     S* dst = reinterpret_cast<S*>(out);
-    if constexpr (L::ColsAtCompileTime == 1)
+    if constexpr (tensor_storage_row_major<L>) {
+      if (leaf.size() > 0)  // an empty tensor's data() may be null, which memcpy may not take
+        std::memcpy(dst, leaf.data(), static_cast<std::size_t>(leaf.size()) * sizeof(S));
+    } else if constexpr (tensor_leaf<L>)
+      for_each_tensor_row_major(leaf, [&](std::size_t k, const S& x) { dst[k] = x; });
+    else if constexpr (L::ColsAtCompileTime == 1)
       column_map<S>(dst, leaf.size()) = as_matrix(leaf);
     else if constexpr (L::RowsAtCompileTime == 1)
       column_map<S>(dst, leaf.size()) = as_matrix(leaf).transpose();
@@ -529,16 +565,26 @@ void decode(const std::byte* in, dtype from, L& leaf) noexcept {
     }
     convert_elements(in, from, 0, 1, &leaf);
   } else {
-    static_assert(eigen_plain_leaf<L>,
-                  "grove::io: loading needs Eigen leaves that own their elements (Eigen::Matrix or "
-                  "Eigen::Array), not maps, refs or expressions");
+    if constexpr (tensor_leaf<L>)
+      static_assert(grove::detail::eigen_tensor_owner<L>,
+                    "grove: loading needs tensor leaves that own their elements (Eigen::Tensor or "
+                    "Eigen::TensorFixedSize), not an Eigen::TensorMap");
+    else
+      static_assert(eigen_plain_leaf<L>,
+                    "grove::io: loading needs Eigen leaves that own their elements (Eigen::Matrix "
+                    "or Eigen::Array), not maps, refs or expressions");
     using S = typename L::Scalar;
     if (from == dtype_of<S>()) {
       const S* src = reinterpret_cast<const S*>(in);
       using map_c = Eigen::Map<const Eigen::Matrix<S, Eigen::Dynamic, 1>>;
       using map_rm =
           Eigen::Map<const Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
-      if constexpr (L::ColsAtCompileTime == 1)
+      if constexpr (tensor_storage_row_major<L>) {
+        if (leaf.size() > 0)  // an empty tensor's data() may be null
+          std::memcpy(leaf.data(), src, static_cast<std::size_t>(leaf.size()) * sizeof(S));
+      } else if constexpr (tensor_leaf<L>)
+        fill_tensor_row_major(leaf, [&](std::size_t k) { return src[k]; });
+      else if constexpr (L::ColsAtCompileTime == 1)
         assign(leaf, map_c(src, leaf.size()));
       else if constexpr (L::RowsAtCompileTime == 1)
         assign(leaf, map_c(src, leaf.size()).transpose());
@@ -586,7 +632,7 @@ template <class L>
 leaf_facts facts_of(const L& leaf) {
   if constexpr (key_leaf<L>)
     return {layout_of(leaf), true, nullptr};
-  else if constexpr (eigen_leaf<L>)
+  else if constexpr (array_leaf<L>)
     return {layout_of(leaf), false, &first_out_of_range<typename L::Scalar>};
   else
     return {layout_of(leaf), false, &first_out_of_range<L>};
@@ -964,7 +1010,10 @@ inline void append_json_string(std::string& out, const std::string& s) {
 /// previous contents (or stays absent) and the temporary file is removed.
 ///
 /// Leaves: bool, integer, float and double scalars; Eigen::Matrix and Eigen::Array (any size,
-/// any storage order; also maps and other dense expressions) of those; grove::random::Key.
+/// any storage order; also maps and other dense expressions) of those; N-D Eigen::Tensor,
+/// Eigen::TensorFixedSize and Eigen::TensorMap of those (either storage order), stored with shape
+/// (d0, ..., dN-1) and their elements in row-major order, so that numpy's a[i0, ..., iN-1] is the
+/// tensor's element (i0, ..., iN-1) (rank 0: shape ()); grove::random::Key.
 ///
 /// `options.floats` stores float leaves as F16 or BF16 (rounded to nearest, ties to even), as
 /// PyTorch's `model.half()` / `model.bfloat16()` would; Eigen::half and Eigen::bfloat16 leaves are

@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "grove/tree/detail/eigen_tensor.hpp"
 #include "grove/tree/detail/node_data.hpp"
 #include "grove/tree/detail/prefix.hpp"
 #include "grove/tree/node_traits.hpp"
@@ -59,6 +60,13 @@ void write_leaf(std::ostream& os, const T& leaf) {
     os << (leaf ? "True" : "False");
   } else if constexpr (std::is_same_v<T, std::string>) {
     write_python_string(os, leaf);
+  } else if constexpr (eigen_tensor<T>) {
+    // A tensor prints as its type and dimensions, dimension 0 first: float32[2,3,4]; rank 0 as
+    // float32[], as JAX prints a scalar's ShapeDtypeStruct.
+    os << dtype_name<typename T::Scalar>() << '[';
+    for (std::size_t d = 0; d < tensor_rank<T>; ++d)
+      os << (d ? "," : "") << static_cast<std::int64_t>(leaf.dimensions()[d]);
+    os << ']';
   } else if constexpr (dense_array<T>) {
     // Arrays print as their type and shape, like a jax.ShapeDtypeStruct: float32[512,784].
     os << dtype_name<typename T::Scalar>() << '[';
@@ -135,8 +143,8 @@ void write_tree(std::ostream& os, const T& t) {
 
 /// The tree in Python's notation: tuples `(1, 2)`, lists `[...]`, dicts `{'a': ...}`, None,
 /// registered structs `Point(x=1, y=2)` (static fields after the leaf fields:
-/// `Conv(w=float32[3], name='conv1', stride=2)`), arrays as `float32[3,4]`, other leaves with
-/// operator<<.
+/// `Conv(w=float32[3], name='conv1', stride=2)`), arrays as `float32[3,4]`, Eigen tensors as
+/// `float32[2,3,4]` (their dimensions), other leaves with operator<<.
 template <class Tree>
 std::string to_string(const Tree& tree) {
   std::ostringstream os;

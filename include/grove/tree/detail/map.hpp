@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "grove/tree/detail/eigen_tensor.hpp"
 #include "grove/tree/detail/field_count.hpp"
 #include "grove/tree/detail/leaf_predicates.hpp"
 #include "grove/tree/detail/mismatch.hpp"
@@ -38,10 +39,25 @@ requires requires {
   using type = typename R::PlainObject;
 };
 
+// Eigen's tensor expressions (x * 2.0f over an Eigen::Tensor leaf) have no PlainObject; one of
+// the leaf's scalar that the leaf's type can be built from is evaluated into the leaf's type.
 template <class Leaf, class R>
-using leaf_result_t =
-    std::conditional_t<std::is_same_v<std::remove_cvref_t<R>, std::remove_cvref_t<Leaf>>,
-                       std::remove_cvref_t<R>, typename evaluated<std::remove_cvref_t<R>>::type>;
+struct evaluated_for {
+  using type = typename evaluated<R>::type;
+};
+template <class Leaf, class R>
+requires eigen_tensor_owner<Leaf> &&(!eigen_tensor<R>)&&requires {
+  typename R::Scalar;
+}
+&&std::is_same_v<typename R::Scalar, typename Leaf::Scalar>&&
+    std::is_constructible_v<Leaf, const R&> struct evaluated_for<Leaf, R> {
+  using type = Leaf;
+};
+
+template <class Leaf, class R>
+using leaf_result_t = std::conditional_t<
+    std::is_same_v<std::remove_cvref_t<R>, std::remove_cvref_t<Leaf>>, std::remove_cvref_t<R>,
+    typename evaluated_for<std::remove_cvref_t<Leaf>, std::remove_cvref_t<R>>::type>;
 
 // --- rebuilding a registered struct -----------------------------------------------------------
 
