@@ -475,22 +475,22 @@ void convert_row_major(const std::byte* in, dtype from, L& leaf) noexcept {
       }
       return buffer[k - start];
     });
-    return;
-  }
-  const auto rows = static_cast<std::size_t>(is_vector_leaf<L>() ? 1 : leaf.rows());
-  const auto cols = static_cast<std::size_t>(is_vector_leaf<L>() ? leaf.size() : leaf.cols());
-  for (std::size_t i = 0; i < rows; ++i)
-    for (std::size_t j0 = 0; j0 < cols; j0 += run) {
-      const std::size_t m = std::min(run, cols - j0);
-      convert_elements(in, from, i * cols + j0, m, buffer);
-      for (std::size_t l = 0; l < m; ++l) {
-        const auto j = static_cast<Eigen::Index>(j0 + l);
-        if constexpr (is_vector_leaf<L>())
-          leaf.coeffRef(j) = buffer[l];
-        else
-          leaf.coeffRef(static_cast<Eigen::Index>(i), j) = buffer[l];
+  } else {
+    const auto rows = static_cast<std::size_t>(is_vector_leaf<L>() ? 1 : leaf.rows());
+    const auto cols = static_cast<std::size_t>(is_vector_leaf<L>() ? leaf.size() : leaf.cols());
+    for (std::size_t i = 0; i < rows; ++i)
+      for (std::size_t j0 = 0; j0 < cols; j0 += run) {
+        const std::size_t m = std::min(run, cols - j0);
+        convert_elements(in, from, i * cols + j0, m, buffer);
+        for (std::size_t l = 0; l < m; ++l) {
+          const auto j = static_cast<Eigen::Index>(j0 + l);
+          if constexpr (is_vector_leaf<L>())
+            leaf.coeffRef(j) = buffer[l];
+          else
+            leaf.coeffRef(static_cast<Eigen::Index>(i), j) = buffer[l];
+        }
       }
-    }
+  }
 }
 
 // Writes the leaf's bytes (layout_of(leaf, floats).nbytes of them) into `out`, which is aligned
