@@ -456,41 +456,40 @@ void convert_elements(const std::byte* in, dtype from, std::size_t first, std::s
   });
 }
 
-// Sets each element of an Eigen matrix, array or tensor leaf to element k of the tensor of dtype
-// `from` at `in`, k the element's row-major index, converting through a small buffer on the stack.
+// Sets each element of an Eigen leaf (matrix, array or tensor) to get(k), k its row-major index;
+// k runs 0, 1, 2, ... in turn.
+template <class L, class Get>
+void fill_row_major(L& leaf, Get&& get) noexcept {
+  if constexpr (tensor_leaf<L>) {
+    fill_tensor_row_major(leaf, get);
+  } else if constexpr (is_vector_leaf<L>()) {
+    for (Eigen::Index k = 0; k < leaf.size(); ++k)
+      leaf.coeffRef(k) = get(static_cast<std::size_t>(k));
+  } else {
+    const Eigen::Index cols = leaf.cols();
+    for (Eigen::Index i = 0; i < leaf.rows(); ++i)
+      for (Eigen::Index j = 0; j < cols; ++j)
+        leaf.coeffRef(i, j) = get(static_cast<std::size_t>(i * cols + j));
+  }
+}
+
+// Sets each element of an Eigen leaf to element k of the tensor of dtype `from` at `in`, k the
+// element's row-major index, converting runs of elements through a small buffer on the stack.
 template <class L>
 void convert_row_major(const std::byte* in, dtype from, L& leaf) noexcept {
   using S = typename L::Scalar;
   constexpr std::size_t run = 256;
   S buffer[run];
-  if constexpr (tensor_leaf<L>) {
-    // fill_tensor_row_major asks for k = 0, 1, 2, ... in turn.
-    const auto n = static_cast<std::size_t>(leaf.size());
-    std::size_t start = 0, end = 0;  // the buffer holds elements [start, end)
-    fill_tensor_row_major(leaf, [&](std::size_t k) {
-      if (k >= end) {
-        start = k;
-        end = k + std::min(run, n - k);
-        convert_elements(in, from, start, end - start, buffer);
-      }
-      return buffer[k - start];
-    });
-  } else {
-    const auto rows = static_cast<std::size_t>(is_vector_leaf<L>() ? 1 : leaf.rows());
-    const auto cols = static_cast<std::size_t>(is_vector_leaf<L>() ? leaf.size() : leaf.cols());
-    for (std::size_t i = 0; i < rows; ++i)
-      for (std::size_t j0 = 0; j0 < cols; j0 += run) {
-        const std::size_t m = std::min(run, cols - j0);
-        convert_elements(in, from, i * cols + j0, m, buffer);
-        for (std::size_t l = 0; l < m; ++l) {
-          const auto j = static_cast<Eigen::Index>(j0 + l);
-          if constexpr (is_vector_leaf<L>())
-            leaf.coeffRef(j) = buffer[l];
-          else
-            leaf.coeffRef(static_cast<Eigen::Index>(i), j) = buffer[l];
-        }
-      }
-  }
+  const auto n = static_cast<std::size_t>(leaf.size());
+  std::size_t start = 0, end = 0;  // the buffer holds elements [start, end)
+  fill_row_major(leaf, [&](std::size_t k) {
+    if (k >= end) {
+      start = k;
+      end = k + std::min(run, n - k);
+      convert_elements(in, from, start, end - start, buffer);
+    }
+    return buffer[k - start];
+  });
 }
 
 // Writes the leaf's bytes (layout_of(leaf, floats).nbytes of them) into `out`, which is aligned
@@ -583,7 +582,7 @@ void decode(const std::byte* in, dtype from, L& leaf) noexcept {
         if (leaf.size() > 0)  // an empty tensor's data() may be null
           std::memcpy(leaf.data(), src, static_cast<std::size_t>(leaf.size()) * sizeof(S));
       } else if constexpr (tensor_leaf<L>)
-        fill_tensor_row_major(leaf, [&](std::size_t k) { return src[k]; });
+        fill_row_major(leaf, [&](std::size_t k) { return src[k]; });
       else if constexpr (L::ColsAtCompileTime == 1)
         assign(leaf, map_c(src, leaf.size()));
       else if constexpr (L::RowsAtCompileTime == 1)
