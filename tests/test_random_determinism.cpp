@@ -4,8 +4,10 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "grove/random.hpp"
@@ -128,6 +130,89 @@ TEST_CASE("determinism: every instruction set computes the same bits", "[random]
   }
   CHECK(dispatched == direct);
 }
+
+#if GROVE_DETAIL_DISPATCH
+// The AVX2 variant's hand-written kernels (random/detail/threefry_avx2.hpp, math_avx2.hpp) run on
+// every AVX2 CPU without AVX-512, so they are also checked directly: on an AVX-512 machine the
+// dispatched calls above take the other variant.
+TEST_CASE("determinism: the AVX2 threefry kernel computes threefry2x32", "[random][determinism]") {
+  if (!grove::detail::this_cpu().avx2_fma) {
+    WARN("this CPU has no AVX2 and FMA: the AVX2 kernel is not checked");
+    return;
+  }
+  std::uint32_t state = 12345;
+  auto next = [&state] { return state = state * 1664525u + 1013904223u; };
+  // Every length around the kernel's 8 and 24 counters, and longer runs; out of place and in place.
+  for (std::size_t n = 0; n <= 200; n += n < 80 ? 1 : 40) {
+    const detail::key_words key{next(), next()};
+    std::vector<std::uint32_t> x0(n), x1(n), y0(n), y1(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      x0[i] = next();
+      x1[i] = next();
+    }
+    detail::avx2::threefry_2x32_lanes(key, x0.data(), x1.data(), y0.data(), y1.data(), n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto expected = detail::threefry_2x32(key, {x0[i], x1[i]});
+      INFO("n = " << n << ", counter " << i);
+      REQUIRE(y0[i] == expected[0]);
+      REQUIRE(y1[i] == expected[1]);
+    }
+    detail::avx2::threefry_2x32_lanes(key, x0.data(), x1.data(), x0.data(), x1.data(), n);
+    CHECK(x0 == y0);
+    CHECK(x1 == y1);
+  }
+}
+
+TEST_CASE("determinism: the AVX2 erf_inv computes the portable bits", "[random][determinism]") {
+  if (!grove::detail::this_cpu().avx2_fma) {
+    WARN("this CPU has no AVX2 and FMA: the AVX2 kernel is not checked");
+    return;
+  }
+  // The normal's inputs lie in [nextafter(-1, 0), 1); truncated_normal's in [-1, 1]. Every 257th
+  // float of [0, 1] with both signs, the ends, the zeros, and the tail polynomial's threshold
+  // (w = 5 near |x| = 0.99663), in an order that mixes tail and non-tail lanes in one vector.
+  std::vector<float> x;
+  for (std::uint32_t b = 0; b <= 0x3f800000u; b += 257) {
+    float v;
+    std::memcpy(&v, &b, sizeof v);
+    x.push_back(v);
+    x.push_back(-v);
+  }
+  const std::size_t edges = x.size();
+  for (float edge : {1.0f, 0.0f, 0.99663f, 0.9966f, 0.9967f}) {
+    float v = edge;
+    for (int step = 0; step < 40; ++step) {
+      x.push_back(v);
+      x.push_back(-v);
+      v = std::nextafter(v, 0.0f);
+    }
+  }
+  const float scale = 1.4142135f;
+  std::vector<float> portable(x.size()), avx2(x.size());
+  detail::erf_inv_scaled(x.data(), portable.data(), x.size(), scale);
+  detail::avx2::erf_inv_scaled(x.data(), avx2.data(), x.size(), scale);
+  std::size_t differing = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (std::memcmp(&portable[i], &avx2[i], sizeof(float)) != 0 && ++differing <= 5) {
+      UNSCOPED_INFO("x = " << x[i] << ": portable " << portable[i] << ", AVX2 " << avx2[i]);
+    }
+  }
+  CHECK(differing == 0);
+  // erf_inv(+-1) = +-inf, which the select gives, not the polynomial.
+  CHECK(avx2[edges] == std::numeric_limits<float>::infinity());
+  CHECK(avx2[edges + 1] == -std::numeric_limits<float>::infinity());
+
+  // Every length up to three steps of the kernel (the 32- and 8-value loops and the remainder).
+  for (std::size_t n = 0; n <= 100; ++n) {
+    std::vector<float> a(n), b(n);
+    const float* in = x.data() + edges;  // +-1 and values near it, with tail lanes among them
+    detail::erf_inv_scaled(in, a.data(), n, scale);
+    detail::avx2::erf_inv_scaled(in, b.data(), n, scale);
+    INFO("n = " << n);
+    REQUIRE((n == 0 || std::memcmp(a.data(), b.data(), n * sizeof(float)) == 0));
+  }
+}
+#endif
 
 TEST_CASE("legacy layout: odd sizes and block edges match the definition", "[random][legacy]") {
   // Word i of a legacy request of n words: the hash of the counts 0 .. n-1, padded to even length,

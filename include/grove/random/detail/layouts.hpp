@@ -13,6 +13,7 @@
 #include "grove/random/detail/math.hpp"  // block_size
 #include "grove/random/detail/streams.hpp"
 #include "grove/random/detail/threefry.hpp"
+#include "grove/random/detail/threefry_avx2.hpp"
 
 namespace grove::random::detail {
 
@@ -78,6 +79,45 @@ inline std::vector<key_words> partitionable_split(key_words key, std::uint64_t n
   return keys;
 }
 
+// Hands a run of words to the sink, telling it the kernel variant if it takes one (a sink whose
+// transform has code of its own for an instruction set, like inverse_erf_values).
+template <class Sink, class Bits, instruction_set I>
+GROVE_ALWAYS_INLINE void deliver(Sink& sink, std::uint64_t first, const Bits* words, std::size_t m,
+                                 instruction_set_tag<I> isa) {
+  if constexpr (requires { sink(first, words, m, isa); }) {
+    sink(first, words, m, isa);
+  } else {
+    sink(first, words, m);
+  }
+}
+
+// For l < m: counter(l, x0, x1) gives a counter, threefry_2x32 hashes it, and emit(l, y0, y1)
+// takes the result. The portable variant does all three in one loop, which the compiler
+// vectorises without writing an intermediate array; the AVX2 variant stages the counters in a
+// block on the stack for the hand-written kernel (see threefry_avx2.hpp for why).
+template <instruction_set I, class Counter, class Emit>
+GROVE_ALWAYS_INLINE void hash_block(key_words key, std::size_t m, Counter&& counter,
+                                    Emit&& emit) noexcept {
+#if GROVE_DETAIL_DISPATCH
+  if constexpr (I == instruction_set::avx2_fma) {
+    word x0[block_size];
+    word x1[block_size];
+    for (std::size_t l = 0; l < m; ++l) counter(l, x0[l], x1[l]);
+    avx2::threefry_2x32_lanes(key, x0, x1, x0, x1, m);
+    for (std::size_t l = 0; l < m; ++l) emit(l, x0[l], x1[l]);
+    return;
+  }
+#endif
+  const word k2 = key_parity(key[0], key[1]);
+  for (std::size_t l = 0; l < m; ++l) {
+    word x0;
+    word x1;
+    counter(l, x0, x1);
+    threefry_2x32_rounds(key[0], key[1], k2, x0, x1);
+    emit(l, x0, x1);
+  }
+}
+
 // The legacy layout caps one hash at 2^32 - 1 words (JAX's uint32 iota); longer requests are cut
 // into blocks of that many words, each hashed with its own key from split(key, blocks + 1).
 inline constexpr std::uint64_t legacy_block_words = 0xFFFFFFFFu;
@@ -93,29 +133,24 @@ void generate_words(key_words key, bool legacy, std::uint64_t n, const schedule&
                 "grove::random: random words are 32 or 64 bits wide");
   constexpr bool wide = std::is_same_v<Bits, std::uint64_t>;
 
-  const word k0 = key[0];
-  const word k1 = key[1];
-  const word k2 = key_parity(k0, k1);
-
   if (!legacy) {
     // Element i: threefry_2x32(key, counter(i)) -> y0 ^ y1 (32 bits) or (y0 << 32) | y1 (64 bits).
-    // Counters, hash and combination in one loop, so that no intermediate array is written.
-    auto body = [&](std::uint64_t begin, std::uint64_t end) GROVE_INLINE_LAMBDA {
+    auto body = [&](std::uint64_t begin, std::uint64_t end, auto isa) GROVE_INLINE_LAMBDA {
       Bits out[block_size];
       for (std::uint64_t start = begin; start < end; start += block_size) {
         const auto m = static_cast<std::size_t>(std::min<std::uint64_t>(block_size, end - start));
-        for (std::size_t l = 0; l < m; ++l) {
-          word hi;
-          word lo;
-          partitionable_counter(start, static_cast<word>(l), hi, lo);
-          threefry_2x32_rounds(k0, k1, k2, hi, lo);
-          if constexpr (wide) {
-            out[l] = (std::uint64_t{hi} << 32) | lo;
-          } else {
-            out[l] = hi ^ lo;
-          }
-        }
-        sink(start, static_cast<const Bits*>(out), m);
+        hash_block<decltype(isa)::value>(
+            key, m,
+            [&](std::size_t l, word& hi, word& lo)
+                GROVE_INLINE_LAMBDA { partitionable_counter(start, static_cast<word>(l), hi, lo); },
+            [&](std::size_t l, word hi, word lo) GROVE_INLINE_LAMBDA {
+              if constexpr (wide) {
+                out[l] = (std::uint64_t{hi} << 32) | lo;
+              } else {
+                out[l] = hi ^ lo;
+              }
+            });
+        deliver(sink, start, static_cast<const Bits*>(out), m, isa);
       }
     };
     parallel_kernel(n, plan, body);
@@ -153,17 +188,19 @@ void generate_words(key_words key, bool legacy, std::uint64_t n, const schedule&
   if constexpr (wide) {
     // 64-bit words: the hash of 2n counts splits into halves, the first half giving the high and
     // the second the low words, so element i is threefry_2x32(key, (i, n + i)) -> (y0 << 32) | y1.
-    auto body = [&](std::uint64_t begin, std::uint64_t end) GROVE_INLINE_LAMBDA {
+    auto body = [&](std::uint64_t begin, std::uint64_t end, auto isa) GROVE_INLINE_LAMBDA {
       Bits out[block_size];
       for (std::uint64_t start = begin; start < end; start += block_size) {
         const auto m = static_cast<std::size_t>(std::min<std::uint64_t>(block_size, end - start));
-        for (std::size_t l = 0; l < m; ++l) {
-          auto x0 = static_cast<word>(start + l);
-          auto x1 = static_cast<word>(n + start + l);
-          threefry_2x32_rounds(k0, k1, k2, x0, x1);
-          out[l] = (std::uint64_t{x0} << 32) | x1;
-        }
-        sink(start, static_cast<const Bits*>(out), m);
+        hash_block<decltype(isa)::value>(
+            key, m,
+            [&](std::size_t l, word& x0, word& x1) GROVE_INLINE_LAMBDA {
+              x0 = static_cast<word>(start + l);
+              x1 = static_cast<word>(n + start + l);
+            },
+            [&](std::size_t l, word y0, word y1)
+                GROVE_INLINE_LAMBDA { out[l] = (std::uint64_t{y0} << 32) | y1; });
+        deliver(sink, start, static_cast<const Bits*>(out), m, isa);
       }
     };
     parallel_kernel(n, plan, body);
@@ -171,24 +208,28 @@ void generate_words(key_words key, bool legacy, std::uint64_t n, const schedule&
     // 32-bit words: pair j of the hash gives element j (y0) and element half + j (y1); the y1 of
     // the padding pair of an odd count is dropped. Work is split over pairs.
     const std::uint64_t half = (n + 1) / 2;
-    auto body = [&](std::uint64_t begin, std::uint64_t end) GROVE_INLINE_LAMBDA {
+    auto body = [&](std::uint64_t begin, std::uint64_t end, auto isa) GROVE_INLINE_LAMBDA {
       word y0[block_size];
       word y1[block_size];
       for (std::uint64_t start = begin; start < end; start += block_size) {
         const auto m = static_cast<std::size_t>(std::min<std::uint64_t>(block_size, end - start));
-        for (std::size_t l = 0; l < m; ++l) {
-          const std::uint64_t partner = half + start + l;
-          auto x0 = static_cast<word>(start + l);
-          auto x1 = partner < n ? static_cast<word>(partner) : word{0};
-          threefry_2x32_rounds(k0, k1, k2, x0, x1);
-          y0[l] = x0;
-          y1[l] = x1;
-        }
-        sink(start, static_cast<const Bits*>(y0), m);
+        hash_block<decltype(isa)::value>(
+            key, m,
+            [&](std::size_t l, word& x0, word& x1) GROVE_INLINE_LAMBDA {
+              const std::uint64_t partner = half + start + l;
+              x0 = static_cast<word>(start + l);
+              x1 = partner < n ? static_cast<word>(partner) : word{0};
+            },
+            [&](std::size_t l, word a, word b) GROVE_INLINE_LAMBDA {
+              y0[l] = a;
+              y1[l] = b;
+            });
+        deliver(sink, start, static_cast<const Bits*>(y0), m, isa);
         // Pairs j < n - half have a second element; n - half >= start because start < half.
         const std::uint64_t with_partner = std::min<std::uint64_t>(m, n - half - start);
         if (with_partner > 0) {
-          sink(half + start, static_cast<const Bits*>(y1), static_cast<std::size_t>(with_partner));
+          deliver(sink, half + start, static_cast<const Bits*>(y1),
+                  static_cast<std::size_t>(with_partner), isa);
         }
       }
     };

@@ -75,6 +75,15 @@ GROVE_ALWAYS_INLINE float log1p_f32(float y) noexcept {
   return std::fma(y - (u - 1.0f), 2.0f - u, log_f32(u));
 }
 
+// The polynomial of XLA's single-precision erf_inv for w >= 5, in sqrt(w) - 3. Rare (|x| > 0.9966),
+// so plain scalar code: std::sqrt is correctly rounded on every platform.
+inline float erf_inv_tail_polynomial(float w) noexcept {
+  constexpr float b[9] = {-0.000200214257f, 0.000100950558f, 0.00134934322f,
+                          -0.00367342844f,  0.00573950773f,  -0.0076224613f,
+                          0.00943887047f,   1.00167406f,     2.83297682f};
+  return horner(b, std::sqrt(w) - 3.0f);
+}
+
 // XLA's single-precision erf_inv (M. Giles, "Approximating the erfinv function", GPU Computing Gems
 // Jade Edition, 2011), evaluated for n values: out[i] = scale * erf_inv(x[i]).
 //
@@ -83,13 +92,11 @@ GROVE_ALWAYS_INLINE float log1p_f32(float y) noexcept {
 // element needs them. Every element's value is the same either way.
 GROVE_ALWAYS_INLINE void erf_inv_scaled(const float* GROVE_RESTRICT x, float* GROVE_RESTRICT out,
                                         std::size_t n, float scale) noexcept {
-  // Coefficients, highest power first, for w < 5 (in w - 2.5) and w >= 5 (in sqrt(w) - 3).
+  // Coefficients, highest power first, for w < 5 (in w - 2.5); erf_inv_tail_polynomial has those
+  // for w >= 5.
   constexpr float a[9] = {2.81022636e-08f,  3.43273939e-07f, -3.5233877e-06f,
                           -4.39150654e-06f, 0.00021858087f,  -0.00125372503f,
                           -0.00417768164f,  0.246640727f,    1.50140941f};
-  constexpr float b[9] = {-0.000200214257f, 0.000100950558f, 0.00134934322f,
-                          -0.00367342844f,  0.00573950773f,  -0.0076224613f,
-                          0.00943887047f,   1.00167406f,     2.83297682f};
   constexpr float infinity = std::numeric_limits<float>::infinity();
   // Small blocks, so that a block without tail elements is the common case (about 95% of them).
   constexpr std::size_t lanes = 16;
@@ -108,15 +115,22 @@ GROVE_ALWAYS_INLINE void erf_inv_scaled(const float* GROVE_RESTRICT x, float* GR
     }
     for (std::size_t i = 0; i < m; ++i) {
       const float p = horner(a, w[i] - 2.5f);
-      // erf_inv(+-1) = +-inf; the polynomial is meaningless there.
-      const float value = std::fabs(xs[i]) == 1.0f ? xs[i] * infinity : p * xs[i];
+      // erf_inv(+-1) = +-inf; the polynomial is meaningless there. Both values are computed and
+      // one is picked with a bit mask: compilers do not turn `c ? x * inf : p * x` into a blend
+      // (the multiplications may raise floating-point flags), and without AVX-512's masked
+      // operations the loop then stays scalar.
+      const float at_one = xs[i] * infinity;
+      const float inside = p * xs[i];
+      const std::uint32_t pick_at_one = std::fabs(xs[i]) == 1.0f ? ~0u : 0u;
+      const float value =
+          std::bit_cast<float>((std::bit_cast<std::uint32_t>(at_one) & pick_at_one) |
+                               (std::bit_cast<std::uint32_t>(inside) & ~pick_at_one));
       os[i] = scale * value;
     }
     if (tail == 0) continue;
-    // Rare, so plain scalar code: std::sqrt is correctly rounded on every platform.
     for (std::size_t i = 0; i < m; ++i) {
       if (w[i] < 5.0f) continue;
-      const float p = horner(b, std::sqrt(w[i]) - 3.0f);
+      const float p = erf_inv_tail_polynomial(w[i]);
       os[i] = scale * (std::fabs(xs[i]) == 1.0f ? xs[i] * infinity : p * xs[i]);
     }
   }

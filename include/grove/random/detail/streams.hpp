@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <system_error>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "grove/config.hpp"
@@ -51,18 +52,32 @@ inline instruction_set best_instruction_set() noexcept {
 #endif
 }
 
+// Which variant of a kernel is running: bodies receive it as a tag, so that a variant can use
+// code written for its instruction set (random/detail/threefry_avx2.hpp) where the compiler's
+// vectorised loop is not good enough.
+template <instruction_set I>
+using instruction_set_tag = std::integral_constant<instruction_set, I>;
+
+// The instruction set this translation unit's own code is compiled for, as far as dispatch
+// matters: with GROVE_NO_DISPATCH, the portable kernels run whatever -march says.
+inline constexpr instruction_set compiled_instruction_set =
+    !GROVE_DETAIL_DISPATCH            ? instruction_set::baseline
+    : GROVE_DETAIL_BUILT_FOR_AVX512   ? instruction_set::avx512
+    : GROVE_DETAIL_BUILT_FOR_AVX2_FMA ? instruction_set::avx2_fma
+                                      : instruction_set::baseline;
+
 #if GROVE_DETAIL_DISPATCH
 template <class Body>
 GROVE_DETAIL_TARGET_AVX512 void run_avx512(Body& body, std::uint64_t begin, std::uint64_t end) {
-  body(begin, end);
+  body(begin, end, instruction_set_tag<instruction_set::avx512>{});
 }
 template <class Body>
 GROVE_DETAIL_TARGET_AVX2_FMA void run_avx2_fma(Body& body, std::uint64_t begin, std::uint64_t end) {
-  body(begin, end);
+  body(begin, end, instruction_set_tag<instruction_set::avx2_fma>{});
 }
 #endif
 
-// Runs body(begin, end) compiled for the best instruction set available (see above).
+// Runs body(begin, end, tag) compiled for the best instruction set available (see above).
 template <class Body>
 void run_best(Body& body, std::uint64_t begin, std::uint64_t end) {
 #if GROVE_DETAIL_DISPATCH && !GROVE_DETAIL_BUILT_FOR_AVX512
@@ -72,7 +87,7 @@ void run_best(Body& body, std::uint64_t begin, std::uint64_t end) {
   if (best == instruction_set::avx2_fma) return run_avx2_fma(body, begin, end);
 #endif
 #endif
-  body(begin, end);
+  body(begin, end, instruction_set_tag<compiled_instruction_set>{});
 }
 
 // Calls task(begin, end) for consecutive chunks covering [0, units), on up to schedule.threads

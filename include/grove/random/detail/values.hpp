@@ -20,6 +20,7 @@
 #include "grove/random/arrays.hpp"
 #include "grove/random/detail/layouts.hpp"
 #include "grove/random/detail/math.hpp"
+#include "grove/random/detail/math_avx2.hpp"
 #include "grove/random/key.hpp"
 
 namespace grove::random::detail {
@@ -103,17 +104,31 @@ struct inverse_erf_values {
   T span;
   T low = -std::numeric_limits<T>::infinity();
   T high = std::numeric_limits<T>::infinity();
-  GROVE_ALWAYS_INLINE void operator()(std::uint64_t first, const bits_of<T>* words,
-                                      std::size_t m) const noexcept {
+  // Called by each kernel variant with its instruction set (see deliver in layouts.hpp).
+  template <instruction_set I>
+  GROVE_ALWAYS_INLINE void operator()(std::uint64_t first, const bits_of<T>* words, std::size_t m,
+                                      instruction_set_tag<I>) const noexcept {
     T u[block_size];
     for (std::size_t l = 0; l < m; ++l)
       u[l] = scale_unit(unit_from_bits<T>(words[l]), minval, span);
     T* o = out + first;
+#if GROVE_DETAIL_DISPATCH
+    if constexpr (std::is_same_v<T, float> && I == instruction_set::avx2_fma) {
+      avx2::erf_inv_scaled(u, o, m, sqrt2<T>);
+    } else {
+      erf_inv_scaled(u, o, m, sqrt2<T>);
+    }
+#else
     erf_inv_scaled(u, o, m, sqrt2<T>);
+#endif
     for (std::size_t l = 0; l < m; ++l) {
       const T clipped = o[l] < low ? low : o[l];
       o[l] = clipped > high ? high : clipped;
     }
+  }
+  GROVE_ALWAYS_INLINE void operator()(std::uint64_t first, const bits_of<T>* words,
+                                      std::size_t m) const noexcept {
+    (*this)(first, words, m, instruction_set_tag<instruction_set::baseline>{});
   }
 };
 
