@@ -105,14 +105,21 @@ def child(name, batch, threads, seconds):
         step()
     # Median of rounds of several steps each, as Google Benchmark repeats.
     per_round = max(1, int(0.05 / 0.002) if batch <= 256 else 5)
+    print(1e3 * median_seconds(step, seconds, time.perf_counter, per_round, min_rounds=5))
+
+
+def median_seconds(call, seconds, clock, per_round, min_rounds):
+    """The median time of one call in seconds, by `clock`, over rounds of `per_round` calls each,
+    for `seconds` and at least `min_rounds` rounds: the timing loop of bench/'s Python baselines."""
+    import time
     times = []
     deadline = time.perf_counter() + seconds
-    while time.perf_counter() < deadline or len(times) < 5:
-        t0 = time.perf_counter()
+    while time.perf_counter() < deadline or len(times) < min_rounds:
+        t0 = clock()
         for _ in range(per_round):
-            step()
-        times.append((time.perf_counter() - t0) / per_round)
-    print(1e3 * statistics.median(times))
+            call()
+        times.append((clock() - t0) / per_round)
+    return statistics.median(times)
 
 
 def grove_step_ms(bench, batch, threads, seconds, name="step_sgd_fused"):

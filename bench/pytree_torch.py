@@ -19,9 +19,12 @@ Debian's python3 (/usr/bin/python3), which has python3-torch:
 """
 import argparse
 import json
-import statistics
+import os
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare_pytorch as cp  # noqa: E402  (this directory's module, after the path)
 
 
 def small(torch, n):
@@ -75,14 +78,7 @@ def time_call(call, seconds):
     call()
     once = max(time.thread_time() - t0, 1e-6)
     per_round = max(1, int(0.01 / once))
-    times = []
-    deadline = time.perf_counter() + seconds
-    while time.perf_counter() < deadline or len(times) < 3:
-        t0 = time.thread_time()
-        for _ in range(per_round):
-            call()
-        times.append((time.thread_time() - t0) / per_round)
-    return 1e9 * statistics.median(times)
+    return 1e9 * cp.median_seconds(call, seconds, time.thread_time, per_round, min_rounds=3)
 
 
 def main():
