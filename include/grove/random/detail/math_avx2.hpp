@@ -34,9 +34,12 @@ template <std::size_t N, std::size_t S>
 GROVE_ALWAYS_INLINE GROVE_DETAIL_TARGET_AVX2_FMA void horner(const float (&c)[N],
                                                              const floats<S>& t,
                                                              floats<S>& p) noexcept {
+#pragma GCC unroll 4
   for (std::size_t s = 0; s < S; ++s) p[s] = _mm256_set1_ps(c[0]);
+#pragma GCC unroll 16
   for (std::size_t k = 1; k < N; ++k) {
     const __m256 ck = _mm256_set1_ps(c[k]);
+#pragma GCC unroll 4
     for (std::size_t s = 0; s < S; ++s) p[s] = _mm256_fmadd_ps(p[s], t[s], ck);
   }
 }
@@ -56,6 +59,7 @@ GROVE_ALWAYS_INLINE GROVE_DETAIL_TARGET_AVX2_FMA void log_f32(floats<S>& x) noex
   const __m256 one = _mm256_set1_ps(1.0f);
   floats<S> f;
   floats<S> kf;
+#pragma GCC unroll 4
   for (std::size_t s = 0; s < S; ++s) {
     const __m256i bits = _mm256_add_epi32(_mm256_castps_si256(x[s]), shift);
     kf[s] = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(bits, 23), bias));
@@ -65,6 +69,7 @@ GROVE_ALWAYS_INLINE GROVE_DETAIL_TARGET_AVX2_FMA void log_f32(floats<S>& x) noex
   floats<S> poly;
   horner(p, f, poly);
   const __m256 minus_half = _mm256_set1_ps(-0.5f);
+#pragma GCC unroll 4
   for (std::size_t s = 0; s < S; ++s) {
     const __m256 f2 = _mm256_mul_ps(f[s], f[s]);
     const __m256 small = _mm256_fmadd_ps(
@@ -90,6 +95,7 @@ GROVE_ALWAYS_INLINE GROVE_DETAIL_TARGET_AVX2_FMA unsigned erf_inv_main(const flo
   floats<S> xs;
   floats<S> y;
   floats<S> u;
+#pragma GCC unroll 4
   for (std::size_t s = 0; s < S; ++s) {
     xs[s] = _mm256_loadu_ps(x + i + s * float_lanes);
     // fma(-x, x, 0): -(x * x) rounded once.
@@ -98,10 +104,12 @@ GROVE_ALWAYS_INLINE GROVE_DETAIL_TARGET_AVX2_FMA unsigned erf_inv_main(const flo
   }
   // log1p_f32(y) = fma(y - (u - 1), 2 - u, log_f32(u)); w = -log1p_f32(y).
   floats<S> log_u;
+#pragma GCC unroll 4
   for (std::size_t s = 0; s < S; ++s) log_u[s] = u[s];
   log_f32(log_u);
   floats<S> t;
   unsigned tail = 0;
+#pragma GCC unroll 4
   for (std::size_t s = 0; s < S; ++s) {
     const __m256 correction = _mm256_sub_ps(y[s], _mm256_sub_ps(u[s], one));
     const __m256 ws =
@@ -117,6 +125,7 @@ GROVE_ALWAYS_INLINE GROVE_DETAIL_TARGET_AVX2_FMA unsigned erf_inv_main(const flo
   const __m256 infinity = _mm256_set1_ps(std::numeric_limits<float>::infinity());
   const __m256 scale_v = _mm256_set1_ps(scale);
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+#pragma GCC unroll 4
   for (std::size_t s = 0; s < S; ++s) {
     const __m256 at_one = _mm256_mul_ps(xs[s], infinity);
     const __m256 inside = _mm256_mul_ps(p[s], xs[s]);

@@ -47,6 +47,7 @@ GROVE_ALWAYS_INLINE GROVE_DETAIL_TARGET_AVX2_FMA __m256i rotl(__m256i x) noexcep
 // One round of the mix function on every stream.
 template <int R, std::size_t S>
 GROVE_ALWAYS_INLINE GROVE_DETAIL_TARGET_AVX2_FMA void mix(vectors<S>& x0, vectors<S>& x1) noexcept {
+#pragma GCC unroll 4
   for (std::size_t s = 0; s < S; ++s) {
     x0[s] = _mm256_add_epi32(x0[s], x1[s]);
     x1[s] = _mm256_xor_si256(rotl<R>(x1[s]), x0[s]);
@@ -65,6 +66,7 @@ GROVE_ALWAYS_INLINE GROVE_DETAIL_TARGET_AVX2_FMA void four_rounds(vectors<S>& x0
 template <std::size_t S>
 GROVE_ALWAYS_INLINE GROVE_DETAIL_TARGET_AVX2_FMA void inject(vectors<S>& x0, vectors<S>& x1,
                                                              __m256i a, __m256i b) noexcept {
+#pragma GCC unroll 4
   for (std::size_t s = 0; s < S; ++s) {
     x0[s] = _mm256_add_epi32(x0[s], a);
     x1[s] = _mm256_add_epi32(x1[s], b);
@@ -95,6 +97,7 @@ GROVE_ALWAYS_INLINE GROVE_DETAIL_TARGET_AVX2_FMA void rounds(const schedule_vect
                                                              std::size_t i) noexcept {
   vectors<S> a;
   vectors<S> b;
+#pragma GCC unroll 4
   for (std::size_t s = 0; s < S; ++s) {
     a[s] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x0 + i + s * lanes));
     b[s] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x1 + i + s * lanes));
@@ -110,6 +113,7 @@ GROVE_ALWAYS_INLINE GROVE_DETAIL_TARGET_AVX2_FMA void rounds(const schedule_vect
   inject(a, b, k.x0[4], k.x1[4]);
   four_rounds<13, 15, 26, 6>(a, b);
   inject(a, b, k.x0[5], k.x1[5]);
+#pragma GCC unroll 4
   for (std::size_t s = 0; s < S; ++s) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(y0 + i + s * lanes), a[s]);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(y1 + i + s * lanes), b[s]);
