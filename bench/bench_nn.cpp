@@ -600,16 +600,25 @@ int main(int argc, char** argv) {
         d::kernel_name<float>(), peak);
     std::printf("%-6s %-16s %-15s %9s %9s %9s %11s %11s\n", "batch", "product", "m x n x k", "ms",
                 "Eigen ms", "/Eigen", "peak frac", "Eigen frac");
-    for (const auto& [batch, rows] : g_products)
+    const auto row = [&](long batch, const std::string& name, const std::string& shape,
+                         double flops, double grove_s, double eigen_s) {
+      std::printf("%-6ld %-16s %-15s %9.4f %9.4f %9.3f %11.3f %11.3f\n", batch, name.c_str(),
+                  shape.c_str(), 1e3 * grove_s, 1e3 * eigen_s, grove_s / eigen_s,
+                  peak > 0 ? flops / grove_s / 1e9 / peak : 0.0,
+                  peak > 0 ? flops / eigen_s / 1e9 / peak : 0.0);
+    };
+    for (const auto& [batch, rows] : g_products) {
+      double flops = 0, grove_s = 0, eigen_s = 0;
       for (const auto& r : rows) {
-        const double flops = 2.0 * static_cast<double>(r.m * r.n * r.k);
-        const std::string shape =
-            std::to_string(r.m) + "x" + std::to_string(r.n) + "x" + std::to_string(r.k);
-        std::printf("%-6ld %-16s %-15s %9.4f %9.4f %9.3f %11.3f %11.3f\n", batch, r.name.c_str(),
-                    shape.c_str(), 1e3 * r.grove_s, 1e3 * r.eigen_s, r.grove_s / r.eigen_s,
-                    peak > 0 ? flops / r.grove_s / 1e9 / peak : 0.0,
-                    peak > 0 ? flops / r.eigen_s / 1e9 / peak : 0.0);
+        const double f = 2.0 * static_cast<double>(r.m * r.n * r.k);
+        row(batch, r.name,
+            std::to_string(r.m) + "x" + std::to_string(r.n) + "x" + std::to_string(r.k), f,
+            r.grove_s, r.eigen_s);
+        flops += f, grove_s += r.grove_s, eigen_s += r.eigen_s;
       }
+      // The step's products together: their FLOPs over their summed times.
+      row(batch, "all " + std::to_string(rows.size()), "", flops, grove_s, eigen_s);
+    }
   }
 #if defined(GROVE_BENCH_BASELINE)
   std::printf("\nThe composable API against the engine before it (same iterations):\n");

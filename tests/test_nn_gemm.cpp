@@ -4,10 +4,11 @@
 // and FMA3 but not AVX-512 grove's AVX2 kernel (detail/sgemm_avx2.hpp), and Eigen's elsewhere;
 // the same file is also built with GROVE_NO_DISPATCH (test_nn_gemm_eigen), which tests Eigen's
 // kernel everywhere. The shapes cover every edge of the kernels' blocking: for the AVX-512 one
-// partial 32-row and 12-column blocks, inner dimensions around its 384-deep slabs, row counts
-// around its 256-row blocks; for the AVX2 one partial 16 x 6 blocks (and its narrower 8-row and
-// 4- and 2-column kernels), and inner dimensions and row counts around the slabs and blocks of
-// the blocking this CPU's caches give it.
+// partial 32 x 12 blocks (and its narrower 8- and 4-column kernels), products of at most 16 rows
+// (its thin kernel, with every count of columns that its 12-, 8-, 4-, 2- and 1-column pieces
+// cover); for the AVX2 one partial 16 x 6 blocks (and its narrower 8-row and 4- and 2-column
+// kernels); for both, inner dimensions and row counts around the slabs and blocks of the blocking
+// this CPU's caches give them.
 #include <catch2/catch.hpp>
 
 #include <Eigen/Core>
@@ -146,6 +147,50 @@ std::vector<Shape> avx2_edge_shapes() {
           {18, nc - 1, 2}};
 }
 
+// Shapes around the AVX-512 kernel's register block (32 x 12), its thin kernel (at most 16 rows)
+// and its blocking on this CPU.
+std::vector<Shape> avx512_edge_shapes() {
+  const auto& b = d::avx512::blocking();
+  const Index kc = b.kc, mc = b.mc, nc = b.nc;
+  std::vector<Shape> shapes = {
+      {33, 1, 1},          {32, 12, 1},      {34, 13, 2},      {40, 9, 3},
+      {63, 5, 7},          {65, 4, 8},       {47, 700, 2},     {700, 17, 3},
+      {33, 25, kc},        {37, 13, kc + 1}, {45, 8, kc - 1},  {35, 6, 2 * kc + 3},
+      {mc, 7, 5},          {mc + 1, 7, 5},   {mc - 1, 12, 17}, {2 * mc + 17, 11, 33},
+      {mc + 3, 5, kc + 7}, {40, nc + 5, 3},  {36, nc - 1, 2}};
+  // The thin kernel: rows 1-16, columns 1-31 (every combination of its column pieces), inner
+  // dimensions around its slabs.
+  for (const Index m : {1, 2, 9, 10, 15, 16})
+    for (const Index n : {1, 2, 3, 5, 7, 8, 11, 12, 13, 15, 23, 24, 31})
+      shapes.push_back({m, n, 3 + m + n});
+  for (const Index k : {kc - 1, kc, kc + 1, 2 * kc + 5}) shapes.push_back({10, 29, k});
+  shapes.push_back({10, 700, 40});
+  return shapes;
+}
+
+// A kernel's blocking on this CPU (b) is the formula's for this CPU's caches (expected), and it
+// cuts products into slabs of equal depth and row blocks of equal height (whole slivers of mr
+// rows), never beyond kc and mc and no more of them than kc and mc need.
+template <class Blocking, class Depth, class Height>
+void check_blocking_here(const Blocking& b, const Blocking& expected, Depth slab_depth,
+                         Height block_height, Index mr) {
+  CHECK(b.kc == expected.kc);
+  CHECK(b.mc == expected.mc);
+  CHECK(b.nc == expected.nc);
+  for (Index k = 1; k < 4 * b.kc; k += 37) {
+    const Index depth = slab_depth(k), slabs = (k + depth - 1) / depth;
+    CHECK(depth <= b.kc);
+    CHECK(slabs == (k + b.kc - 1) / b.kc);
+    CHECK(slabs * depth - k < slabs);
+  }
+  for (Index m = 1; m < 4 * b.mc; m += 13) {
+    const Index h = block_height(m);
+    CHECK(h <= b.mc);
+    CHECK(h % mr == 0);
+    CHECK((m + h - 1) / h == (m + b.mc - 1) / b.mc);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("grove's AVX2 kernel runs the float products on CPUs with AVX2 and no AVX-512",
@@ -200,23 +245,57 @@ TEST_CASE("The AVX2 kernel's blocking follows the cache sizes", "[nn][gemm]") {
   CHECK(caches.l1d >= 8 * 1024);
   CHECK(caches.l2 >= 64 * 1024);
   CHECK(caches.l3 >= caches.l2);
-  const d::avx2::Blocking& b = d::avx2::blocking();
   const d::avx2::Blocking expected = d::avx2::blocking_for_caches(caches.l1d, caches.l2, caches.l3);
-  CHECK(b.kc == expected.kc);
-  CHECK(b.mc == expected.mc);
-  CHECK(b.nc == expected.nc);
-  // Slabs of equal depth and blocks of equal height, never beyond kc and mc.
-  for (Index k = 1; k < 4 * b.kc; k += 37) {
-    const Index depth = d::avx2::slab_depth(k), slabs = (k + depth - 1) / depth;
-    CHECK(depth <= b.kc);
-    CHECK(slabs == (k + b.kc - 1) / b.kc);
-    CHECK(slabs * depth - k < slabs);
-  }
-  for (Index m = 1; m < 4 * b.mc; m += 13) {
-    const Index h = d::avx2::block_height(m);
-    CHECK(h <= b.mc);
-    CHECK(h % d::avx2::MR == 0);
-    CHECK((m + h - 1) / h == (m + b.mc - 1) / b.mc);
+  check_blocking_here(d::avx2::blocking(), expected, d::avx2::slab_depth, d::avx2::block_height,
+                      d::avx2::MR);
+}
+
+TEST_CASE("The AVX-512 kernel's blocking follows the cache sizes", "[nn][gemm]") {
+  // The formula of sgemm_blocking.hpp for a 32 x 12 block: kc = L1d / 2 / (12 floats) in
+  // multiples of 8, mc = L2 / 2 / (kc floats) in multiples of 32, nc = L3 / 2 / (kc floats) in
+  // multiples of 12, each within its bounds.
+  // 48 KiB L1d, 2 MiB L2, 32 MiB L3: 49152 / 2 / 48 = 512; 2097152 / 2 / 2048 = 512;
+  // 33554432 / 2 / 2048 = 8192 -> 8184.
+  const d::avx512::Blocking two_mib = d::avx512::blocking_for_caches(48 << 10, 2 << 20, 32 << 20);
+  CHECK(two_mib.kc == 512);
+  CHECK(two_mib.mc == 512);
+  CHECK(two_mib.nc == 8184);
+  // 32 KiB L1d, 1 MiB L2, 32 MiB L3: 32768 / 2 / 48 = 341.3 -> 336; 1048576 / 2 / 1344 = 390.1
+  // -> 384; 33554432 / 2 / 1344 = 12483 -> the bound 12288.
+  const d::avx512::Blocking one_mib = d::avx512::blocking_for_caches(32 << 10, 1 << 20, 32 << 20);
+  CHECK(one_mib.kc == 336);
+  CHECK(one_mib.mc == 384);
+  CHECK(one_mib.nc == 12288);
+  // Tiny caches: 8 KiB / 2 / 48 = 85.3 -> 80; 64 KiB / 2 / 320 = 102.4 -> 96; the same for nc
+  // gives 96, below the bound 768.
+  const d::avx512::Blocking tiny = d::avx512::blocking_for_caches(8 << 10, 64 << 10, 64 << 10);
+  CHECK(tiny.kc == 80);
+  CHECK(tiny.mc == 96);
+  CHECK(tiny.nc == 768);
+
+  const auto& caches = grove::detail::this_cpu_caches();
+  INFO("L1d " << caches.l1d << ", L2 " << caches.l2 << ", L3 " << caches.l3);
+  const d::avx512::Blocking expected =
+      d::avx512::blocking_for_caches(caches.l1d, caches.l2, caches.l3);
+  check_blocking_here(d::avx512::blocking(), expected, d::avx512::slab_depth,
+                      d::avx512::block_height, d::avx512::MR);
+  // Every workspace has room for the kernel's packed operands (and the thin kernel's sliver).
+  d::GemmScratch<float> scratch;
+  scratch.reserve(10, 700, 3 * expected.kc);
+  CHECK(scratch.packed_a_size() >= d::avx512::THIN * d::avx512::slab_depth(3 * expected.kc));
+  CHECK(scratch.packed_b_size() >= d::avx512::packed_b_size(700, 3 * expected.kc));
+}
+
+TEST_CASE("Products at the edges of the AVX-512 kernel's blocks", "[nn][gemm]") {
+  INFO("products: " << d::kernel_name<float>());
+  const std::vector<Shape> shapes = avx512_edge_shapes();
+  for (const int threads : {1, 2, 3}) {
+    for (const d::Into into : {d::Into::add, d::Into::overwrite}) {
+      check_shapes<false, false>(shapes, threads, into);
+      check_shapes<false, true>(shapes, threads, into);
+      check_shapes<true, false>(shapes, threads, into);
+      check_shapes<true, true>(shapes, threads, into);
+    }
   }
 }
 

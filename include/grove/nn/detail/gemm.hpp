@@ -17,9 +17,9 @@
 // elsewhere, which changes the rounding of some sums (not their value beyond it).
 //
 // On x86-64, single-precision slices run grove's own kernels instead of Eigen's, chosen at run
-// time: on a CPU with AVX-512F detail/sgemm_avx512.hpp (about 20% faster than Eigen's kernel on
-// the MLP's products there), on one with AVX2 and FMA3 but not AVX-512F detail/sgemm_avx2.hpp
-// (for all but slices of at most 16 rows).
+// time: on a CPU with AVX-512F detail/sgemm_avx512.hpp, on one with AVX2 and FMA3 but not
+// AVX-512F detail/sgemm_avx2.hpp (for all but slices of at most 16 rows). Both were faster than
+// Eigen's kernel on the MLP's products; bench_nn's `products` measures by how much on this CPU.
 // Their sums are ordered differently, so float results differ from Eigen's kernel's in rounding.
 // force_eigen_kernel() turns them off at run time (benchmarks compare the two in one run).
 //
@@ -165,7 +165,7 @@ class GemmScratch
     const Blocking b = blocking_for<T>(m, n, k);
     Index a = b.kc * std::min(m, b.mc), bb = b.kc * std::min(n, b.nc);
     // Room for grove's own kernels as well, whichever kernel this code runs (see
-    // sgemm_avx512.hpp: translation units compiled for different CPUs may share a workspace).
+    // sgemm_blocking.hpp: translation units compiled for different CPUs may share a workspace).
     if constexpr (std::is_same_v<T, float>) {
       a = std::max({a, avx512::packed_a_size(m, k), avx2::packed_a_size(m, k)});
       bb = std::max({bb, avx512::packed_b_size(n, k), avx2::packed_b_size(n, k)});

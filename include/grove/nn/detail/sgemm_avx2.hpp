@@ -16,25 +16,20 @@
 // zero-padded in the packed buffers; the last partial sliver of rows (8 or fewer) and of columns
 // (4 or 2 or fewer) runs a narrower micro-kernel so as not to multiply the padding.
 //
-// The blocking is not a constant: it follows the cache sizes that the CPU reports
-// (grove/detail/cpu.hpp's this_cpu_caches()). A B sliver (kc x NR) takes half of L1d, an mc x kc
-// block of A half of L2, a kc x nc slab of B half of L3. An inner dimension a little deeper than
-// kc is cut into slabs of equal depth rather than one full slab and a sliver of a slab, and rows
-// likewise into blocks of equal height.
+// The blocking is not a constant: it follows the cache sizes that the CPU reports, as
+// sgemm_blocking.hpp describes.
 //
 // The result is C += alpha * op(A) op(B), computed in a fixed order (for each element: the kc
 // slabs in order, each summed in order of its steps, which depend on k and the cache sizes only),
 // so a given product gives the same bits on every run.
 //
 // Slices of at most MR rows (suits()) are left to Eigen's kernel, which was faster on them.
-//
-// The blocking and the packing buffers' sizes are defined everywhere, so that every workspace has
-// room for this kernel, including one reserved by code built with GROVE_NO_DISPATCH.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <grove/detail/cpu.hpp>
+#include <grove/nn/detail/sgemm_blocking.hpp>
 
 #if GROVE_DETAIL_DISPATCH && defined(__x86_64__)
 #define GROVE_NN_SGEMM_AVX2 1
@@ -48,57 +43,32 @@ using Index = std::ptrdiff_t;
 /// The micro-kernel's block of C: MR rows (two vectors of 8) by NR columns.
 inline constexpr Index MR = 16, NR = 6;
 
-inline constexpr Index round_up(Index x, Index to) {
-  return (x + to - 1) / to * to;
-}
-inline constexpr Index ceil_div(Index x, Index by) {
-  return (x + by - 1) / by;
-}
+using sgemm::Blocking;
+using sgemm::ceil_div;
+using sgemm::round_up;
 
-/// The kernel's largest kc x mc x nc blocks, for this CPU's caches.
-struct Blocking {
-  Index kc = 0, mc = 0, nc = 0;
-};
-
-/// The blocking for caches of these sizes (in bytes): see the file's comment. kc is a multiple of
-/// 8, mc of MR and nc of NR.
+/// The blocking for caches of these sizes (in bytes): see sgemm_blocking.hpp.
 inline constexpr Blocking blocking_for_caches(std::size_t l1d, std::size_t l2, std::size_t l3) {
-  constexpr auto F = static_cast<Index>(sizeof(float));
-  const Index kc = std::clamp<Index>(static_cast<Index>(l1d) / 2 / (NR * F) / 8 * 8, 64, 1024);
-  const Index mc = std::clamp<Index>(static_cast<Index>(l2) / 2 / (kc * F) / MR * MR, MR, 1024);
-  const Index nc =
-      std::clamp<Index>(static_cast<Index>(l3) / 2 / (kc * F) / NR * NR, 64 * NR, 1024 * NR);
-  return {kc, mc, nc};
+  return sgemm::blocking_for_caches<MR, NR>(l1d, l2, l3);
 }
-
 /// This CPU's blocking (computed once).
 inline const Blocking& blocking() noexcept {
-  static const Blocking b = [] {
-    const grove::detail::cache_sizes& c = grove::detail::this_cpu_caches();
-    return blocking_for_caches(c.l1d, c.l2, c.l3);
-  }();
-  return b;
+  return sgemm::blocking<MR, NR>();
 }
-
-/// The depth of each slab for an inner dimension k > 0: k cut into equal slabs of at most kc.
+/// The depth of each slab for an inner dimension k > 0, and the height of each row block for
+/// m > 0 rows.
 inline Index slab_depth(Index k) {
-  const Index kc = blocking().kc;
-  return ceil_div(k, ceil_div(k, kc));
+  return sgemm::slab_depth<MR, NR>(k);
 }
-/// The height of each row block for m > 0 rows: equal blocks of at most mc, whole MR slivers.
 inline Index block_height(Index m) {
-  const Index mc = blocking().mc;
-  return std::min(mc, round_up(ceil_div(m, ceil_div(m, mc)), MR));
+  return sgemm::block_height<MR, NR>(m);
 }
-
 /// Floats of packing buffer an m x n x k product needs for op(A) and op(B).
 inline Index packed_a_size(Index m, Index k) {
-  if (m <= 0 || k <= 0) return 0;
-  return slab_depth(k) * round_up(block_height(m), MR);
+  return sgemm::packed_a_size<MR, NR>(m, k);
 }
 inline Index packed_b_size(Index n, Index k) {
-  if (n <= 0 || k <= 0) return 0;
-  return slab_depth(k) * round_up(std::min(n, blocking().nc), NR);
+  return sgemm::packed_b_size<MR, NR>(n, k);
 }
 
 /// Whether this kernel computes an m x n x k slice (else Eigen's kernel does). A slice of at most

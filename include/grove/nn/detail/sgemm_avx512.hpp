@@ -21,19 +21,23 @@
 // stored the other way round are packed through 16 x 16 in-register transposes. Partial blocks
 // at the edges are zero-padded in the packed buffers and written back through lane masks; the
 // last, partial sliver of columns runs a narrower micro-kernel (8 or 4 columns) so as not to
-// multiply the padding.
+// multiply the padding. The blocking follows the cache sizes the CPU reports (sgemm_blocking.hpp),
+// as the AVX2 kernel's does.
+//
+// Products of at most 16 rows (a classifier's last layer, and its weight gradient) run a thin
+// kernel instead: one 16-float vector per column of C, with op(B) read where it is (see
+// gemm_thin).
 //
 // The result is C += alpha * op(A) op(B), computed in a fixed order (for each element: the kc
-// slabs in order, each summed in order of its steps), so that a given shape and blocking always
-// gives the same bits.
-//
-// The blocking and the packing buffers' sizes are defined everywhere, so that every workspace has
-// room for this kernel, including one reserved by code built with GROVE_NO_DISPATCH.
+// slabs in order, each summed in order of its steps, which depend on k and the cache sizes only),
+// so a given product gives the same bits on every run.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <grove/detail/cpu.hpp>
+#include <grove/nn/detail/sgemm_blocking.hpp>
+#include <type_traits>
 
 // grove's one dispatch mechanism (grove/detail/cpu.hpp) decides; this kernel is for x86-64 only.
 #if GROVE_DETAIL_DISPATCH && defined(__x86_64__)
@@ -51,21 +55,36 @@ using Index = std::ptrdiff_t;
 inline constexpr Index MR = 32, NR = 12;
 inline constexpr int V = MR / 16;  // vectors per column of the block
 static_assert(MR % 16 == 0 && NR > 8 && NR <= 16, "the packing routines assume these shapes");
-/// Cache blocking: a kc-deep B sliver (KC x NR floats, 18 KiB) fits L1 beside the A stream; an
-/// MC x KC block of A (384 KiB) fits L2; a KC x NC slab of B (4.5 MiB) lives in L3.
-/// (Measured: KC from 256 to 784 and MC from 128 to 512 change the products' speed by under 3%.)
-inline constexpr Index KC = 384, MC = 256, NC = 3072;
+/// Products of at most THIN rows run the thin kernel: one 16-row vector per column of C.
+inline constexpr Index THIN = 16;
 
-inline constexpr Index round_up(Index x, Index to) {
-  return (x + to - 1) / to * to;
+using sgemm::Blocking;
+using sgemm::ceil_div;
+using sgemm::round_up;
+
+/// The blocking for caches of these sizes (in bytes): see sgemm_blocking.hpp.
+inline constexpr Blocking blocking_for_caches(std::size_t l1d, std::size_t l2, std::size_t l3) {
+  return sgemm::blocking_for_caches<MR, NR>(l1d, l2, l3);
 }
-
-/// Floats of packing buffer an m x n x k product needs for op(A) and op(B).
+/// This CPU's blocking (computed once).
+inline const Blocking& blocking() noexcept {
+  return sgemm::blocking<MR, NR>();
+}
+/// The depth of each slab for an inner dimension k > 0, and the height of each row block for
+/// m > 0 rows.
+inline Index slab_depth(Index k) {
+  return sgemm::slab_depth<MR, NR>(k);
+}
+inline Index block_height(Index m) {
+  return sgemm::block_height<MR, NR>(m);
+}
+/// Floats of packing buffer an m x n x k product needs for op(A) and op(B) (the thin kernel's
+/// 16-row sliver fits in the room of one MR-row sliver).
 inline Index packed_a_size(Index m, Index k) {
-  return std::min(k, KC) * round_up(std::min(m, MC), MR);
+  return sgemm::packed_a_size<MR, NR>(m, k);
 }
 inline Index packed_b_size(Index n, Index k) {
-  return std::min(k, KC) * round_up(std::min(n, NC), NR);
+  return sgemm::packed_b_size<MR, NR>(n, k);
 }
 
 #if defined(GROVE_NN_SGEMM_AVX512)
@@ -240,6 +259,67 @@ GROVE_NN_TARGET_AVX512 void micro_kernel(Index kc, const float* a, const float* 
   }
 }
 
+/// C[0:rows, 0:N] += alpha * (a 16-row A sliver) op(B)[0:kc, 0:N], or = when `overwrite`; rows
+/// <= 16. op(B) is read where it is, not packed: element (p, j) at b[p + j * ldb], or at
+/// b[j + p * ldb] when TB. Each step is one A vector and N broadcasts for N FMAs.
+template <int N, bool TB>
+GROVE_NN_TARGET_AVX512 void thin_kernel(Index kc, const float* a, const float* b, Index ldb,
+                                        float* c, Index ldc, float alpha, Index rows,
+                                        bool overwrite) {
+  const Index col_stride = TB ? 1 : ldb, step_stride = TB ? ldb : 1;
+  __m512 acc[N];
+#pragma GCC unroll 16
+  for (int j = 0; j < N; ++j) acc[j] = _mm512_setzero_ps();
+  for (Index p = 0; p < kc; ++p, a += THIN, b += step_stride) {
+    const __m512 av = _mm512_loadu_ps(a);
+#pragma GCC unroll 16
+    for (int j = 0; j < N; ++j)
+      acc[j] = _mm512_fmadd_ps(av, _mm512_set1_ps(b[j * col_stride]), acc[j]);
+  }
+  const __m512 va = _mm512_set1_ps(alpha);
+  const __mmask16 m = lanes(rows);
+#pragma GCC unroll 16
+  for (int j = 0; j < N; ++j) {
+    float* cj = c + j * ldc;
+    const __m512 old = overwrite ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m, cj);
+    _mm512_mask_storeu_ps(cj, m, _mm512_fmadd_ps(va, acc[j], old));
+  }
+}
+
+/// gemm (below) for m <= THIN rows: for each slab, op(A)'s rows are packed into one zero-padded
+/// 16-row sliver, then thin_kernel runs over the columns of C, NR at a time (the last few 8, 4, 2
+/// and 1 at a time: op(B) is read in place, so there is no padding to multiply).
+/// Why not the general kernel: its 32-row block leaves most of each FMA unused on 10 rows (a
+/// classifier's last layer), and packing the wide operand took longer than the product itself.
+template <bool TA, bool TB>
+GROVE_NN_TARGET_AVX512 void gemm_thin(Index m, Index n, Index k, const float* a, Index lda,
+                                      const float* b, Index ldb, float* c, Index ldc, float alpha,
+                                      bool overwrite, float* packed_a) {
+  const Index KC = slab_depth(k);
+  const __mmask16 rows = lanes(m);
+  for (Index pc = 0; pc < k; pc += KC) {
+    const Index kc = std::min(KC, k - pc);
+    if constexpr (TA) {
+      pack_transposed<THIN>(a + pc, lda, m, kc, packed_a);
+    } else {
+      for (Index p = 0; p < kc; ++p)
+        _mm512_storeu_ps(packed_a + p * THIN, _mm512_maskz_loadu_ps(rows, a + (pc + p) * lda));
+    }
+    const bool first = overwrite && pc == 0;
+    const auto run = [&](auto width, Index j) {
+      constexpr int W = decltype(width)::value;
+      thin_kernel<W, TB>(kc, packed_a, TB ? b + j + pc * ldb : b + pc + j * ldb, ldb, c + j * ldc,
+                         ldc, alpha, m, first);
+    };
+    Index j = 0;
+    for (; j + NR <= n; j += NR) run(std::integral_constant<int, NR>{}, j);
+    if (n - j >= 8) run(std::integral_constant<int, 8>{}, j), j += 8;
+    if (n - j >= 4) run(std::integral_constant<int, 4>{}, j), j += 4;
+    if (n - j >= 2) run(std::integral_constant<int, 2>{}, j), j += 2;
+    if (n - j >= 1) run(std::integral_constant<int, 1>{}, j);
+  }
+}
+
 /// C += alpha * op(A) op(B) on one thread, or C = alpha * op(A) op(B) when `overwrite` (C is then
 /// not read): op(A) is m x k (a points at its first element, column stride lda, transposed
 /// storage when TA), op(B) is k x n likewise, C is m x n with column stride ldc; k > 0. packed_a
@@ -248,6 +328,11 @@ template <bool TA, bool TB>
 GROVE_NN_TARGET_AVX512 void gemm(Index m, Index n, Index k, const float* a, Index lda,
                                  const float* b, Index ldb, float* c, Index ldc, float alpha,
                                  bool overwrite, float* packed_a, float* packed_b) {
+  if (m <= THIN) {
+    gemm_thin<TA, TB>(m, n, k, a, lda, b, ldb, c, ldc, alpha, overwrite, packed_a);
+    return;
+  }
+  const Index KC = slab_depth(k), MC = block_height(m), NC = blocking().nc;
   for (Index jc = 0; jc < n; jc += NC) {
     const Index nc = std::min(NC, n - jc);
     for (Index pc = 0; pc < k; pc += KC) {
