@@ -108,12 +108,12 @@ GROVE_ALWAYS_INLINE void hash_block(key_words key, std::size_t m, Counter&& coun
     return;
   }
 #endif
-  const word k2 = key_parity(key[0], key[1]);
+  const key_schedule schedule = schedule_of(key);
   for (std::size_t l = 0; l < m; ++l) {
     word x0;
     word x1;
     counter(l, x0, x1);
-    threefry_2x32_rounds(key[0], key[1], k2, x0, x1);
+    threefry_2x32_rounds(schedule, x0, x1);
     emit(l, x0, x1);
   }
 }

@@ -38,18 +38,29 @@ GROVE_ALWAYS_INLINE T horner(const T (&c)[N], T t) noexcept {
   return horner_fold(c, t, std::make_index_sequence<N - 1>{});
 }
 
+// The constants of log_f32 and of erf_inv_scaled(float), which their AVX2 forms
+// (math_avx2.hpp) share: both must give the same bits.
+// Cephes logf's polynomial P(f), highest power first.
+inline constexpr float log_f32_polynomial[9] = {
+    7.0376836292E-2f,  -1.1514610310E-1f, 1.1676998740E-1f,  -1.2420140846E-1f, 1.4249322787E-1f,
+    -1.6668057665E-1f, 2.0000714765E-1f,  -2.4999993993E-1f, 3.3333331174E-1f};
+// ln 2 = ln2_hi + ln2_lo, ln2_hi exact in 9 bits.
+inline constexpr float log_f32_ln2_hi = 0.693359375f;
+inline constexpr float log_f32_ln2_lo = -2.12194440e-4f;
+// XLA's single-precision erf_inv for w < erf_inv_tail_from, in w - erf_inv_centre; highest power
+// first (erf_inv_tail_polynomial has the other one).
+inline constexpr float erf_inv_polynomial[9] = {2.81022636e-08f,  3.43273939e-07f, -3.5233877e-06f,
+                                                -4.39150654e-06f, 0.00021858087f,  -0.00125372503f,
+                                                -0.00417768164f,  0.246640727f,    1.50140941f};
+inline constexpr float erf_inv_tail_from = 5.0f;
+inline constexpr float erf_inv_centre = 2.5f;
+
 // Natural logarithm of a positive, finite, normal float, within one ulp of the correctly rounded
 // result. Cephes' logf: reduce to x = 2^k * m with m in [sqrt(2)/2, sqrt(2)), then
 // log(m) = f - f^2/2 + f^3 P(f) with f = m - 1 and k * ln 2 added in two parts. It has no division
 // and no branch, so it vectorises well, and it does not depend on the platform's libm, so every
 // platform gets the same bits.
 GROVE_ALWAYS_INLINE float log_f32(float x) noexcept {
-  constexpr float p[9] = {7.0376836292E-2f,  -1.1514610310E-1f, 1.1676998740E-1f,
-                          -1.2420140846E-1f, 1.4249322787E-1f,  -1.6668057665E-1f,
-                          2.0000714765E-1f,  -2.4999993993E-1f, 3.3333331174E-1f};
-  constexpr float ln2_hi = 0.693359375f;  // ln 2 = ln2_hi + ln2_lo, ln2_hi exact in 9 bits
-  constexpr float ln2_lo = -2.12194440e-4f;
-
   // 0x3f3504f3 is the bit pattern of sqrt(2)/2: shifting by it puts m in [sqrt(2)/2, sqrt(2)).
   std::uint32_t bits = std::bit_cast<std::uint32_t>(x);
   bits += 0x3f800000u - 0x3f3504f3u;
@@ -58,11 +69,11 @@ GROVE_ALWAYS_INLINE float log_f32(float x) noexcept {
   const float f = std::bit_cast<float>(bits) - 1.0f;  // exact (Sterbenz)
   const float kf = static_cast<float>(k);
 
-  const float poly = horner(p, f);
+  const float poly = horner(log_f32_polynomial, f);
   const float f2 = f * f;
   // Summed from the smallest terms: f^3 P(f) + k ln2_lo - f^2/2, then f, then k ln2_hi.
-  const float small = std::fma(-0.5f, f2, std::fma(f * f2, poly, kf * ln2_lo));
-  return std::fma(kf, ln2_hi, f + small);
+  const float small = std::fma(-0.5f, f2, std::fma(f * f2, poly, kf * log_f32_ln2_lo));
+  return std::fma(kf, log_f32_ln2_hi, f + small);
 }
 
 // log(1 + y) for y in (-1, 0] (the range erf_inv needs), within one ulp. 1 + y is rounded to u;
@@ -92,11 +103,6 @@ inline float erf_inv_tail_polynomial(float w) noexcept {
 // element needs them. Every element's value is the same either way.
 GROVE_ALWAYS_INLINE void erf_inv_scaled(const float* GROVE_RESTRICT x, float* GROVE_RESTRICT out,
                                         std::size_t n, float scale) noexcept {
-  // Coefficients, highest power first, for w < 5 (in w - 2.5); erf_inv_tail_polynomial has those
-  // for w >= 5.
-  constexpr float a[9] = {2.81022636e-08f,  3.43273939e-07f, -3.5233877e-06f,
-                          -4.39150654e-06f, 0.00021858087f,  -0.00125372503f,
-                          -0.00417768164f,  0.246640727f,    1.50140941f};
   constexpr float infinity = std::numeric_limits<float>::infinity();
   // Small blocks, so that a block without tail elements is the common case (about 95% of them).
   constexpr std::size_t lanes = 16;
@@ -111,10 +117,10 @@ GROVE_ALWAYS_INLINE void erf_inv_scaled(const float* GROVE_RESTRICT x, float* GR
       // -x * x, rounded, as XLA computes it. fma(-x, x, 0) keeps the product out of the addition
       // inside log1p, which a compiler would otherwise fuse into it.
       w[i] = -log1p_f32(std::fma(-xs[i], xs[i], 0.0f));
-      tail |= w[i] < 5.0f ? 0u : 1u;
+      tail |= w[i] < erf_inv_tail_from ? 0u : 1u;
     }
     for (std::size_t i = 0; i < m; ++i) {
-      const float p = horner(a, w[i] - 2.5f);
+      const float p = horner(erf_inv_polynomial, w[i] - erf_inv_centre);
       // erf_inv(+-1) = +-inf; the polynomial is meaningless there. Both values are computed and
       // one is picked with a bit mask: compilers do not turn `c ? x * inf : p * x` into a blend
       // (the multiplications may raise floating-point flags), and without AVX-512's masked
@@ -129,7 +135,7 @@ GROVE_ALWAYS_INLINE void erf_inv_scaled(const float* GROVE_RESTRICT x, float* GR
     }
     if (tail == 0) continue;
     for (std::size_t i = 0; i < m; ++i) {
-      if (w[i] < 5.0f) continue;
+      if (w[i] < erf_inv_tail_from) continue;
       const float p = erf_inv_tail_polynomial(w[i]);
       os[i] = scale * (std::fabs(xs[i]) == 1.0f ? xs[i] * infinity : p * xs[i]);
     }

@@ -47,11 +47,8 @@ GROVE_ALWAYS_INLINE GROVE_DETAIL_TARGET_AVX2_FMA void horner(const float (&c)[N]
 // log_f32 of math.hpp, step for step; x is replaced by its logarithm.
 template <std::size_t S>
 GROVE_ALWAYS_INLINE GROVE_DETAIL_TARGET_AVX2_FMA void log_f32(floats<S>& x) noexcept {
-  constexpr float p[9] = {7.0376836292E-2f,  -1.1514610310E-1f, 1.1676998740E-1f,
-                          -1.2420140846E-1f, 1.4249322787E-1f,  -1.6668057665E-1f,
-                          2.0000714765E-1f,  -2.4999993993E-1f, 3.3333331174E-1f};
-  const __m256 ln2_hi = _mm256_set1_ps(0.693359375f);
-  const __m256 ln2_lo = _mm256_set1_ps(-2.12194440e-4f);
+  const __m256 ln2_hi = _mm256_set1_ps(log_f32_ln2_hi);
+  const __m256 ln2_lo = _mm256_set1_ps(log_f32_ln2_lo);
   const __m256i shift = _mm256_set1_epi32(static_cast<int>(0x3f800000u - 0x3f3504f3u));
   const __m256i bias = _mm256_set1_epi32(0x7f);
   const __m256i mantissa = _mm256_set1_epi32(0x007fffff);
@@ -67,7 +64,7 @@ GROVE_ALWAYS_INLINE GROVE_DETAIL_TARGET_AVX2_FMA void log_f32(floats<S>& x) noex
     f[s] = _mm256_sub_ps(_mm256_castsi256_ps(m), one);
   }
   floats<S> poly;
-  horner(p, f, poly);
+  horner(log_f32_polynomial, f, poly);
   const __m256 minus_half = _mm256_set1_ps(-0.5f);
 #pragma GCC unroll 4
   for (std::size_t s = 0; s < S; ++s) {
@@ -86,9 +83,6 @@ template <std::size_t S>
 GROVE_ALWAYS_INLINE GROVE_DETAIL_TARGET_AVX2_FMA unsigned erf_inv_main(const float* x, float* out,
                                                                        std::size_t i, float scale,
                                                                        float* w) noexcept {
-  constexpr float a[9] = {2.81022636e-08f,  3.43273939e-07f, -3.5233877e-06f,
-                          -4.39150654e-06f, 0.00021858087f,  -0.00125372503f,
-                          -0.00417768164f,  0.246640727f,    1.50140941f};
   const __m256 one = _mm256_set1_ps(1.0f);
   const __m256 two = _mm256_set1_ps(2.0f);
   const __m256 sign = _mm256_set1_ps(-0.0f);
@@ -115,13 +109,13 @@ GROVE_ALWAYS_INLINE GROVE_DETAIL_TARGET_AVX2_FMA unsigned erf_inv_main(const flo
     const __m256 ws =
         _mm256_xor_ps(_mm256_fmadd_ps(correction, _mm256_sub_ps(two, u[s]), log_u[s]), sign);
     const int lanes_in_tail =
-        _mm256_movemask_ps(_mm256_cmp_ps(ws, _mm256_set1_ps(5.0f), _CMP_NLT_UQ));
+        _mm256_movemask_ps(_mm256_cmp_ps(ws, _mm256_set1_ps(erf_inv_tail_from), _CMP_NLT_UQ));
     if (lanes_in_tail != 0) _mm256_storeu_ps(w + s * float_lanes, ws);
     tail |= static_cast<unsigned>(lanes_in_tail) << (s * float_lanes);
-    t[s] = _mm256_sub_ps(ws, _mm256_set1_ps(2.5f));
+    t[s] = _mm256_sub_ps(ws, _mm256_set1_ps(erf_inv_centre));
   }
   floats<S> p;
-  horner(a, t, p);
+  horner(erf_inv_polynomial, t, p);
   const __m256 infinity = _mm256_set1_ps(std::numeric_limits<float>::infinity());
   const __m256 scale_v = _mm256_set1_ps(scale);
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));

@@ -44,35 +44,53 @@ GROVE_ALWAYS_INLINE constexpr void four_rounds(word& x0, word& x1) noexcept {
   mix<R3>(x0, x1);
 }
 
-// One counter through all 20 rounds: five groups of four rounds, each group followed by a key
-// injection. Kept as straight-line code on two scalars so that a loop over many counters around it
-// is vectorised across counters (see threefry_2x32_lanes).
-GROVE_ALWAYS_INLINE constexpr void threefry_2x32_rounds(word k0, word k1, word k2, word& x0,
+// The key schedule: before the rounds and after each group of four, injection i (0 to 5) adds
+// (k[i % 3], k[(i + 1) % 3] + i) to the pair, where k = (key[0], key[1], key_parity(key)). Every
+// form of the rounds (here and threefry_avx2.hpp) takes its injections from this one table.
+struct key_schedule {
+  word x0[6];
+  word x1[6];
+};
+
+constexpr key_schedule schedule_of(key_words key) noexcept {
+  const word k[3] = {key[0], key[1], key_parity(key[0], key[1])};
+  key_schedule s{};
+  for (word i = 0; i < 6; ++i) {
+    s.x0[i] = k[i % 3];
+    s.x1[i] = k[(i + 1) % 3] + i;
+  }
+  return s;
+}
+
+// One counter through all 20 rounds: five groups of four rounds between the six key injections.
+// Kept as straight-line code on two scalars so that a loop over many counters around it is
+// vectorised across counters (see threefry_2x32_lanes).
+GROVE_ALWAYS_INLINE constexpr void threefry_2x32_rounds(const key_schedule& k, word& x0,
                                                         word& x1) noexcept {
-  x0 += k0;
-  x1 += k1;
+  x0 += k.x0[0];
+  x1 += k.x1[0];
   four_rounds<13, 15, 26, 6>(x0, x1);
-  x0 += k1;
-  x1 += k2 + 1u;
+  x0 += k.x0[1];
+  x1 += k.x1[1];
   four_rounds<17, 29, 16, 24>(x0, x1);
-  x0 += k2;
-  x1 += k0 + 2u;
+  x0 += k.x0[2];
+  x1 += k.x1[2];
   four_rounds<13, 15, 26, 6>(x0, x1);
-  x0 += k0;
-  x1 += k1 + 3u;
+  x0 += k.x0[3];
+  x1 += k.x1[3];
   four_rounds<17, 29, 16, 24>(x0, x1);
-  x0 += k1;
-  x1 += k2 + 4u;
+  x0 += k.x0[4];
+  x1 += k.x1[4];
   four_rounds<13, 15, 26, 6>(x0, x1);
-  x0 += k2;
-  x1 += k0 + 5u;
+  x0 += k.x0[5];
+  x1 += k.x1[5];
 }
 
 // threefry_2x32(key, counter) for a single counter.
 constexpr key_words threefry_2x32(key_words key, key_words counter) noexcept {
   word x0 = counter[0];
   word x1 = counter[1];
-  threefry_2x32_rounds(key[0], key[1], key_parity(key[0], key[1]), x0, x1);
+  threefry_2x32_rounds(schedule_of(key), x0, x1);
   return {x0, x1};
 }
 
@@ -83,13 +101,11 @@ constexpr key_words threefry_2x32(key_words key, key_words counter) noexcept {
 inline void threefry_2x32_lanes(key_words key, const word* GROVE_RESTRICT x0,
                                 const word* GROVE_RESTRICT x1, word* GROVE_RESTRICT y0,
                                 word* GROVE_RESTRICT y1, std::size_t n) noexcept {
-  const word k0 = key[0];
-  const word k1 = key[1];
-  const word k2 = key_parity(k0, k1);
+  const key_schedule k = schedule_of(key);
   for (std::size_t i = 0; i < n; ++i) {
     word a = x0[i];
     word b = x1[i];
-    threefry_2x32_rounds(k0, k1, k2, a, b);
+    threefry_2x32_rounds(k, a, b);
     y0[i] = a;
     y1[i] = b;
   }

@@ -73,18 +73,18 @@ GROVE_ALWAYS_INLINE GROVE_DETAIL_TARGET_AVX2_FMA void inject(vectors<S>& x0, vec
   }
 }
 
-// The key schedule's six injections: injection i adds (k[i % 3], k[(i + 1) % 3] + i).
+// The key schedule (threefry.hpp's schedule_of), each word broadcast to a vector.
 struct schedule_vectors {
   __m256i x0[6];
   __m256i x1[6];
 };
 
-GROVE_DETAIL_TARGET_AVX2_FMA inline schedule_vectors broadcast_schedule(key_words key) noexcept {
-  const word k[3] = {key[0], key[1], key_parity(key[0], key[1])};
+GROVE_DETAIL_TARGET_AVX2_FMA inline schedule_vectors broadcast_schedule(
+    const key_schedule& k) noexcept {
   schedule_vectors v;
-  for (word i = 0; i < 6; ++i) {
-    v.x0[i] = _mm256_set1_epi32(static_cast<int>(k[i % 3]));
-    v.x1[i] = _mm256_set1_epi32(static_cast<int>(k[(i + 1) % 3] + i));
+  for (int i = 0; i < 6; ++i) {
+    v.x0[i] = _mm256_set1_epi32(static_cast<int>(k.x0[i]));
+    v.x1[i] = _mm256_set1_epi32(static_cast<int>(k.x1[i]));
   }
   return v;
 }
@@ -125,16 +125,16 @@ GROVE_ALWAYS_INLINE GROVE_DETAIL_TARGET_AVX2_FMA void rounds(const schedule_vect
 GROVE_DETAIL_TARGET_AVX2_FMA inline void threefry_2x32_lanes(key_words key, const word* x0,
                                                              const word* x1, word* y0, word* y1,
                                                              std::size_t n) noexcept {
-  const schedule_vectors k = broadcast_schedule(key);
+  const key_schedule schedule = schedule_of(key);
+  const schedule_vectors k = broadcast_schedule(schedule);
   std::size_t i = 0;
   for (; i + streams * lanes <= n; i += streams * lanes) rounds<streams>(k, x0, x1, y0, y1, i);
   for (; i + lanes <= n; i += lanes) rounds<1>(k, x0, x1, y0, y1, i);
-  // The last n % 8 counters, one at a time.
-  const word k2 = key_parity(key[0], key[1]);
+  // The last n % 8 counters, one at a time (in place too, unlike threefry.hpp's loop).
   for (; i < n; ++i) {
     word a = x0[i];
     word b = x1[i];
-    threefry_2x32_rounds(key[0], key[1], k2, a, b);
+    threefry_2x32_rounds(schedule, a, b);
     y0[i] = a;
     y1[i] = b;
   }

@@ -95,6 +95,19 @@ struct uniform_values {
   }
 };
 
+// erf_inv_scaled (math.hpp) in the kernel variant for instruction set I: the AVX2 variant has a
+// float kernel of its own (math_avx2.hpp), with the same bits.
+template <instruction_set I, class T>
+GROVE_ALWAYS_INLINE void erf_inv_scaled_on(const T* x, T* out, std::size_t n, T scale) noexcept {
+#if GROVE_DETAIL_DISPATCH
+  if constexpr (std::is_same_v<T, float> && I == instruction_set::avx2_fma) {
+    avx2::erf_inv_scaled(x, out, n, scale);
+    return;
+  }
+#endif
+  erf_inv_scaled(x, out, n, scale);
+}
+
 // sqrt(2) * erf_inv(uniform(minval, maxval)), as JAX's normal and truncated_normal compute it,
 // clipped to [low, high] (truncated_normal's clip; infinite bounds for normal).
 template <class T>
@@ -112,15 +125,7 @@ struct inverse_erf_values {
     for (std::size_t l = 0; l < m; ++l)
       u[l] = scale_unit(unit_from_bits<T>(words[l]), minval, span);
     T* o = out + first;
-#if GROVE_DETAIL_DISPATCH
-    if constexpr (std::is_same_v<T, float> && I == instruction_set::avx2_fma) {
-      avx2::erf_inv_scaled(u, o, m, sqrt2<T>);
-    } else {
-      erf_inv_scaled(u, o, m, sqrt2<T>);
-    }
-#else
-    erf_inv_scaled(u, o, m, sqrt2<T>);
-#endif
+    erf_inv_scaled_on<I>(u, o, m, sqrt2<T>);
     for (std::size_t l = 0; l < m; ++l) {
       const T clipped = o[l] < low ? low : o[l];
       o[l] = clipped > high ? high : clipped;
