@@ -132,35 +132,61 @@ TEST_CASE("determinism: every instruction set computes the same bits", "[random]
 }
 
 #if GROVE_DETAIL_DISPATCH
-// The AVX2 variant's hand-written kernels (random/detail/threefry_avx2.hpp, math_avx2.hpp) run on
-// every AVX2 CPU without AVX-512, so they are also checked directly: on an AVX-512 machine the
-// dispatched calls above take the other variant.
-TEST_CASE("determinism: the AVX2 threefry kernel computes threefry2x32", "[random][determinism]") {
-  if (!grove::detail::this_cpu().avx2_fma) {
-    WARN("this CPU has no AVX2 and FMA: the AVX2 kernel is not checked");
-    return;
-  }
+// The hand-written threefry kernels (random/detail/threefry_avx2.hpp, threefry_avx512.hpp) are
+// also checked directly, each on every CPU that has its instruction set: on an AVX-512 machine
+// the dispatched calls above take only the AVX-512 one.
+namespace {
+template <class Lanes>
+void check_threefry_kernel(Lanes lanes) {
   std::uint32_t state = 12345;
   auto next = [&state] { return state = state * 1664525u + 1013904223u; };
-  // Every length around the kernel's 8 and 24 counters, and longer runs; out of place and in place.
-  for (std::size_t n = 0; n <= 200; n += n < 80 ? 1 : 40) {
+  // Every length around the kernels' vectors (8 or 16 counters) and their groups (24 or 64), and
+  // longer runs; out of place and in place. Words past n must be left as they are: the AVX-512
+  // kernel masks its last vector.
+  constexpr std::uint32_t untouched = 0xDEADBEEFu;
+  constexpr std::size_t past = 16;
+  for (std::size_t n = 0; n <= 200; n += n < 140 ? 1 : 20) {
     const detail::key_words key{next(), next()};
-    std::vector<std::uint32_t> x0(n), x1(n), y0(n), y1(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      x0[i] = next();
-      x1[i] = next();
+    std::vector<std::uint32_t> x0(n + past), x1(n + past), y0(n + past, untouched),
+        y1(n + past, untouched);
+    for (std::size_t i = 0; i < n + past; ++i) {
+      x0[i] = i < n ? next() : untouched;
+      x1[i] = i < n ? next() : untouched;
     }
-    detail::avx2::threefry_2x32_lanes(key, x0.data(), x1.data(), y0.data(), y1.data(), n);
+    lanes(key, x0.data(), x1.data(), y0.data(), y1.data(), n);
     for (std::size_t i = 0; i < n; ++i) {
       const auto expected = detail::threefry_2x32(key, {x0[i], x1[i]});
       INFO("n = " << n << ", counter " << i);
       REQUIRE(y0[i] == expected[0]);
       REQUIRE(y1[i] == expected[1]);
     }
-    detail::avx2::threefry_2x32_lanes(key, x0.data(), x1.data(), x0.data(), x1.data(), n);
+    for (std::size_t i = n; i < n + past; ++i) {
+      INFO("n = " << n << ", word " << i << " past the end");
+      REQUIRE(y0[i] == untouched);
+      REQUIRE(y1[i] == untouched);
+    }
+    lanes(key, x0.data(), x1.data(), x0.data(), x1.data(), n);
     CHECK(x0 == y0);
     CHECK(x1 == y1);
   }
+}
+}  // namespace
+
+TEST_CASE("determinism: the AVX2 threefry kernel computes threefry2x32", "[random][determinism]") {
+  if (!grove::detail::this_cpu().avx2_fma) {
+    WARN("this CPU has no AVX2 and FMA: the AVX2 kernel is not checked");
+    return;
+  }
+  check_threefry_kernel(detail::avx2::threefry_2x32_lanes);
+}
+
+TEST_CASE("determinism: the AVX-512 threefry kernel computes threefry2x32",
+          "[random][determinism]") {
+  if (detail::best_instruction_set() != detail::instruction_set::avx512) {
+    WARN("this CPU has no AVX-512: the AVX-512 kernel is not checked");
+    return;
+  }
+  check_threefry_kernel(detail::avx512::threefry_2x32_lanes);
 }
 
 TEST_CASE("determinism: the AVX2 erf_inv computes the portable bits", "[random][determinism]") {

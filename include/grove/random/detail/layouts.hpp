@@ -14,6 +14,7 @@
 #include "grove/random/detail/streams.hpp"
 #include "grove/random/detail/threefry.hpp"
 #include "grove/random/detail/threefry_avx2.hpp"
+#include "grove/random/detail/threefry_avx512.hpp"
 
 namespace grove::random::detail {
 
@@ -93,17 +94,22 @@ GROVE_ALWAYS_INLINE void deliver(Sink& sink, std::uint64_t first, const Bits* wo
 
 // For l < m: counter(l, x0, x1) gives a counter, threefry_2x32 hashes it, and emit(l, y0, y1)
 // takes the result. The portable variant does all three in one loop, which the compiler
-// vectorises without writing an intermediate array; the AVX2 variant stages the counters in a
-// block on the stack for the hand-written kernel (see threefry_avx2.hpp for why).
+// vectorises without writing an intermediate array; the AVX2 and AVX-512 variants stage the
+// counters in a block on the stack for their hand-written kernels (see threefry_avx2.hpp and
+// threefry_avx512.hpp for why).
 template <instruction_set I, class Counter, class Emit>
 GROVE_ALWAYS_INLINE void hash_block(key_words key, std::size_t m, Counter&& counter,
                                     Emit&& emit) noexcept {
 #if GROVE_DETAIL_DISPATCH
-  if constexpr (I == instruction_set::avx2_fma) {
+  if constexpr (I == instruction_set::avx2_fma || I == instruction_set::avx512) {
     word x0[block_size];
     word x1[block_size];
     for (std::size_t l = 0; l < m; ++l) counter(l, x0[l], x1[l]);
-    avx2::threefry_2x32_lanes(key, x0, x1, x0, x1, m);
+    if constexpr (I == instruction_set::avx512) {
+      avx512::threefry_2x32_lanes(key, x0, x1, x0, x1, m);
+    } else {
+      avx2::threefry_2x32_lanes(key, x0, x1, x0, x1, m);
+    }
     for (std::size_t l = 0; l < m; ++l) emit(l, x0[l], x1[l]);
     return;
   }

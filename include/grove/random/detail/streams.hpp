@@ -80,7 +80,9 @@ GROVE_DETAIL_TARGET_AVX2_FMA void run_avx2_fma(Body& body, std::uint64_t begin, 
 // Runs body(begin, end, tag) compiled for the best instruction set available (see above).
 template <class Body>
 void run_best(Body& body, std::uint64_t begin, std::uint64_t end) {
-#if GROVE_DETAIL_DISPATCH && !GROVE_DETAIL_BUILT_FOR_AVX512
+#if GROVE_DETAIL_DISPATCH
+  // Also when this translation unit is built for AVX-512: the variant's attribute asks for 512-bit
+  // vectors, which the build's own tuning may not (grove/detail/cpu.hpp).
   const instruction_set best = best_instruction_set();
   if (best == instruction_set::avx512) return run_avx512(body, begin, end);
 #if !GROVE_DETAIL_BUILT_FOR_AVX2_FMA

@@ -5,9 +5,8 @@
 // and the compiler's loop keeps one or two vectors of counters going through twenty dependent
 // rounds, so a core waits on each round's latency. Here three vectors of eight counters go through
 // the rounds together, and the rotations by 16 and 24 bits are one byte shuffle each; on the
-// AVX2 CPUs measured this is about twice as fast. AVX-512 has a vector rotate, and its
-// vectorised loop needs no such help. The bits are those of threefry_2x32: integer arithmetic
-// only.
+// AVX2 CPUs measured this is about twice as fast. AVX-512 has a vector rotate and a kernel of its
+// own (threefry_avx512.hpp). The bits are those of threefry_2x32: integer arithmetic only.
 #pragma once
 
 #include <cstddef>
