@@ -117,7 +117,7 @@ const std::vector<Shape> kEdgeShapes = {
 
 // Shapes around the AVX2 kernel's register block (16 x 6) and its blocking on this CPU.
 std::vector<Shape> avx2_edge_shapes() {
-  const auto& b = d::avx2::blocking();
+  const auto& b = d::avx2::blocks::here();
   const Index kc = b.kc, mc = b.mc, nc = b.nc;
   return {{17, 1, 1},
           {16, 6, 1},
@@ -150,7 +150,7 @@ std::vector<Shape> avx2_edge_shapes() {
 // Shapes around the AVX-512 kernel's register block (32 x 12), its thin kernel (at most 16 rows)
 // and its blocking on this CPU.
 std::vector<Shape> avx512_edge_shapes() {
-  const auto& b = d::avx512::blocking();
+  const auto& b = d::avx512::blocks::here();
   const Index kc = b.kc, mc = b.mc, nc = b.nc;
   std::vector<Shape> shapes = {
       {33, 1, 1},          {32, 12, 1},      {34, 13, 2},      {40, 9, 3},
@@ -168,23 +168,29 @@ std::vector<Shape> avx512_edge_shapes() {
   return shapes;
 }
 
-// A kernel's blocking on this CPU (b) is the formula's for this CPU's caches (expected), and it
-// cuts products into slabs of equal depth and row blocks of equal height (whole slivers of mr
-// rows), never beyond kc and mc and no more of them than kc and mc need.
-template <class Blocking, class Depth, class Height>
-void check_blocking_here(const Blocking& b, const Blocking& expected, Depth slab_depth,
-                         Height block_height, Index mr) {
+// A kernel's blocking on this CPU is the formula's for this CPU's caches, and it cuts products
+// into slabs of equal depth and row blocks of equal height (whole slivers of MR rows), never
+// beyond kc and mc and no more of them than kc and mc need.
+template <class Blocks>
+void check_blocking_here(Index mr) {
+  const auto& caches = grove::detail::this_cpu_caches();
+  INFO("L1d " << caches.l1d << ", L2 " << caches.l2 << ", L3 " << caches.l3);
+  CHECK(caches.l1d >= 8 * 1024);
+  CHECK(caches.l2 >= 64 * 1024);
+  CHECK(caches.l3 >= caches.l2);
+  const auto& b = Blocks::here();
+  const auto expected = Blocks::for_caches(caches.l1d, caches.l2, caches.l3);
   CHECK(b.kc == expected.kc);
   CHECK(b.mc == expected.mc);
   CHECK(b.nc == expected.nc);
   for (Index k = 1; k < 4 * b.kc; k += 37) {
-    const Index depth = slab_depth(k), slabs = (k + depth - 1) / depth;
+    const Index depth = Blocks::slab_depth(k), slabs = (k + depth - 1) / depth;
     CHECK(depth <= b.kc);
     CHECK(slabs == (k + b.kc - 1) / b.kc);
     CHECK(slabs * depth - k < slabs);
   }
   for (Index m = 1; m < 4 * b.mc; m += 13) {
-    const Index h = block_height(m);
+    const Index h = Blocks::block_height(m);
     CHECK(h <= b.mc);
     CHECK(h % mr == 0);
     CHECK((m + h - 1) / h == (m + b.mc - 1) / b.mc);
@@ -218,72 +224,54 @@ TEST_CASE("grove's AVX2 kernel runs the float products on CPUs with AVX2 and no 
   d::force_eigen_kernel() = false;
 }
 
-TEST_CASE("The AVX2 kernel's blocking follows the cache sizes", "[nn][gemm]") {
-  // From the formula in sgemm_avx2.hpp: kc = L1d / 2 / (6 floats) in multiples of 8,
-  // mc = L2 / 2 / (kc floats) in multiples of 16, nc = L3 / 2 / (kc floats) in multiples of 6,
-  // each within its bounds. 32 KiB / 2 / 24 B = 682.7 -> 680; 512 KiB / 2 / 2720 B = 96.4 -> 96;
-  // 32 MiB / 2 / 2720 B = 6168 -> the bound 6144.
-  const d::avx2::Blocking zen3 = d::avx2::blocking_for_caches(32 << 10, 512 << 10, 32 << 20);
-  CHECK(zen3.kc == 680);
-  CHECK(zen3.mc == 96);
-  CHECK(zen3.nc == 6144);
-  // 48 KiB L1d, 1.25 MiB L2, 4 MiB L3: 49152 / 2 / 24 = 1024; 1310720 / 2 / 4096 = 160; 4 MiB / 2
-  // / 4096 = 512 -> 510.
-  const d::avx2::Blocking big_l1 = d::avx2::blocking_for_caches(48 << 10, 1280 << 10, 4 << 20);
-  CHECK(big_l1.kc == 1024);
-  CHECK(big_l1.mc == 160);
-  CHECK(big_l1.nc == 510);
-  // Tiny caches hit the lower bounds: 8 KiB / 2 / 24 = 170 -> 168; 64 KiB / 2 / 672 = 48.8 -> 48;
-  // 64 KiB / 2 / 672 = 48 -> the bound 384.
-  const d::avx2::Blocking tiny = d::avx2::blocking_for_caches(8 << 10, 64 << 10, 64 << 10);
-  CHECK(tiny.kc == 168);
-  CHECK(tiny.mc == 48);
-  CHECK(tiny.nc == 384);
+TEST_CASE("The kernels' blocking follows the cache sizes", "[nn][gemm]") {
+  // The formula of sgemm_blocking.hpp for an MR x NR block: kc = L1d / 2 / (NR floats) in
+  // multiples of 8, mc = L2 / 2 / (kc floats) in multiples of MR, nc = L3 / 2 / (kc floats) in
+  // multiples of NR, each within its bounds ([64, 1024], [MR, 1024], [64 NR, 1024 NR]).
+  struct Case {
+    const char* kernel;
+    d::sgemm::Blocking (*for_caches)(std::size_t, std::size_t, std::size_t);
+    std::size_t l1d, l2, l3;
+    Index kc, mc, nc;
+    const char* arithmetic;
+  };
+  const Case cases[] = {
+      {"AVX2 16x6", d::avx2::blocks::for_caches, 32 << 10, 512 << 10, 32 << 20, 680, 96, 6144,
+       "32768/2/24 = 682.7 -> 680; 524288/2/2720 = 96.4 -> 96; 33554432/2/2720 = 6168 -> 6144"},
+      {"AVX2 16x6", d::avx2::blocks::for_caches, 48 << 10, 1280 << 10, 4 << 20, 1024, 160, 510,
+       "49152/2/24 = 1024; 1310720/2/4096 = 160; 4194304/2/4096 = 512 -> 510"},
+      {"AVX2 16x6", d::avx2::blocks::for_caches, 8 << 10, 64 << 10, 64 << 10, 168, 48, 384,
+       "8192/2/24 = 170.7 -> 168; 65536/2/672 = 48.8 -> 48; the same for nc -> the bound 384"},
+      {"AVX-512 32x12", d::avx512::blocks::for_caches, 48 << 10, 2 << 20, 32 << 20, 512, 512, 8184,
+       "49152/2/48 = 512; 2097152/2/2048 = 512; 33554432/2/2048 = 8192 -> 8184"},
+      {"AVX-512 32x12", d::avx512::blocks::for_caches, 32 << 10, 1 << 20, 32 << 20, 336, 384, 12288,
+       "32768/2/48 = 341.3 -> 336; 1048576/2/1344 = 390.1 -> 384; 12483 -> 12288"},
+      {"AVX-512 32x12", d::avx512::blocks::for_caches, 8 << 10, 64 << 10, 64 << 10, 80, 96, 768,
+       "8192/2/48 = 85.3 -> 80; 65536/2/320 = 102.4 -> 96; the same for nc -> the bound 768"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.kernel << ", caches " << c.l1d << " / " << c.l2 << " / " << c.l3 << ": "
+                  << c.arithmetic);
+    const d::sgemm::Blocking b = c.for_caches(c.l1d, c.l2, c.l3);
+    CHECK(b.kc == c.kc);
+    CHECK(b.mc == c.mc);
+    CHECK(b.nc == c.nc);
+  }
+  static_assert(d::avx2::blocks::for_caches(32 << 10, 512 << 10, 32 << 20).kc == 680,
+                "the formula is usable at compile time");
 
-  const auto& caches = grove::detail::this_cpu_caches();
-  INFO("L1d " << caches.l1d << ", L2 " << caches.l2 << ", L3 " << caches.l3);
-  CHECK(caches.l1d >= 8 * 1024);
-  CHECK(caches.l2 >= 64 * 1024);
-  CHECK(caches.l3 >= caches.l2);
-  const d::avx2::Blocking expected = d::avx2::blocking_for_caches(caches.l1d, caches.l2, caches.l3);
-  check_blocking_here(d::avx2::blocking(), expected, d::avx2::slab_depth, d::avx2::block_height,
-                      d::avx2::MR);
-}
-
-TEST_CASE("The AVX-512 kernel's blocking follows the cache sizes", "[nn][gemm]") {
-  // The formula of sgemm_blocking.hpp for a 32 x 12 block: kc = L1d / 2 / (12 floats) in
-  // multiples of 8, mc = L2 / 2 / (kc floats) in multiples of 32, nc = L3 / 2 / (kc floats) in
-  // multiples of 12, each within its bounds.
-  // 48 KiB L1d, 2 MiB L2, 32 MiB L3: 49152 / 2 / 48 = 512; 2097152 / 2 / 2048 = 512;
-  // 33554432 / 2 / 2048 = 8192 -> 8184.
-  const d::avx512::Blocking two_mib = d::avx512::blocking_for_caches(48 << 10, 2 << 20, 32 << 20);
-  CHECK(two_mib.kc == 512);
-  CHECK(two_mib.mc == 512);
-  CHECK(two_mib.nc == 8184);
-  // 32 KiB L1d, 1 MiB L2, 32 MiB L3: 32768 / 2 / 48 = 341.3 -> 336; 1048576 / 2 / 1344 = 390.1
-  // -> 384; 33554432 / 2 / 1344 = 12483 -> the bound 12288.
-  const d::avx512::Blocking one_mib = d::avx512::blocking_for_caches(32 << 10, 1 << 20, 32 << 20);
-  CHECK(one_mib.kc == 336);
-  CHECK(one_mib.mc == 384);
-  CHECK(one_mib.nc == 12288);
-  // Tiny caches: 8 KiB / 2 / 48 = 85.3 -> 80; 64 KiB / 2 / 320 = 102.4 -> 96; the same for nc
-  // gives 96, below the bound 768.
-  const d::avx512::Blocking tiny = d::avx512::blocking_for_caches(8 << 10, 64 << 10, 64 << 10);
-  CHECK(tiny.kc == 80);
-  CHECK(tiny.mc == 96);
-  CHECK(tiny.nc == 768);
-
-  const auto& caches = grove::detail::this_cpu_caches();
-  INFO("L1d " << caches.l1d << ", L2 " << caches.l2 << ", L3 " << caches.l3);
-  const d::avx512::Blocking expected =
-      d::avx512::blocking_for_caches(caches.l1d, caches.l2, caches.l3);
-  check_blocking_here(d::avx512::blocking(), expected, d::avx512::slab_depth,
-                      d::avx512::block_height, d::avx512::MR);
-  // Every workspace has room for the kernel's packed operands (and the thin kernel's sliver).
-  d::GemmScratch<float> scratch;
-  scratch.reserve(10, 700, 3 * expected.kc);
-  CHECK(scratch.packed_a_size() >= d::avx512::THIN * d::avx512::slab_depth(3 * expected.kc));
-  CHECK(scratch.packed_b_size() >= d::avx512::packed_b_size(700, 3 * expected.kc));
+  SECTION("AVX2 on this CPU") {
+    check_blocking_here<d::avx2::blocks>(d::avx2::MR);
+  }
+  SECTION("AVX-512 on this CPU") {
+    check_blocking_here<d::avx512::blocks>(d::avx512::MR);
+    // Every workspace has room for the kernel's packed operands (and the thin kernel's sliver).
+    const Index kc = d::avx512::blocks::here().kc;
+    d::GemmScratch<float> scratch;
+    scratch.reserve(10, 700, 3 * kc);
+    CHECK(scratch.packed_a_size() >= d::avx512::THIN * d::avx512::blocks::slab_depth(3 * kc));
+    CHECK(scratch.packed_b_size() >= d::avx512::blocks::packed_b_size(700, 3 * kc));
+  }
 }
 
 TEST_CASE("Products at the edges of the AVX-512 kernel's blocks", "[nn][gemm]") {

@@ -167,8 +167,8 @@ class GemmScratch
     // Room for grove's own kernels as well, whichever kernel this code runs (see
     // sgemm_blocking.hpp: translation units compiled for different CPUs may share a workspace).
     if constexpr (std::is_same_v<T, float>) {
-      a = std::max({a, avx512::packed_a_size(m, k), avx2::packed_a_size(m, k)});
-      bb = std::max({bb, avx512::packed_b_size(n, k), avx2::packed_b_size(n, k)});
+      a = std::max({a, avx512::blocks::packed_a_size(m, k), avx2::blocks::packed_a_size(m, k)});
+      bb = std::max({bb, avx512::blocks::packed_b_size(n, k), avx2::blocks::packed_b_size(n, k)});
     }
     if (a > a_.size()) a_.resize(a);
     if (bb > b_.size()) b_.resize(bb);
@@ -264,8 +264,8 @@ void gemm_slice(const Slice& s, View<const T> a, View<const T> b, View<T> c, T a
 #if defined(GROVE_NN_GEMM_AVX512)
   if constexpr (std::is_same_v<T, float>) {
     if (uses_avx512_kernel<T>()) {
-      eigen_assert(avx512::packed_a_size(m, k) <= scratch.packed_a_size() &&
-                   avx512::packed_b_size(n, k) <= scratch.packed_b_size() &&
+      eigen_assert(avx512::blocks::packed_a_size(m, k) <= scratch.packed_a_size() &&
+                   avx512::blocks::packed_b_size(n, k) <= scratch.packed_b_size() &&
                    "grove: GemmScratch::reserve was not called for this product");
       avx512::gemm<TA, TB>(m, n, k, pa, a.ld, pb, b.ld, pc, c.ld, alpha, into == Into::overwrite,
                            scratch.packed_a(), scratch.packed_b());
@@ -276,8 +276,8 @@ void gemm_slice(const Slice& s, View<const T> a, View<const T> b, View<T> c, T a
 #if defined(GROVE_NN_GEMM_AVX2)
   if constexpr (std::is_same_v<T, float>) {
     if (uses_avx2_kernel<T>() && avx2::suits(m, n, k)) {
-      eigen_assert(avx2::packed_a_size(m, k) <= scratch.packed_a_size() &&
-                   avx2::packed_b_size(n, k) <= scratch.packed_b_size() &&
+      eigen_assert(avx2::blocks::packed_a_size(m, k) <= scratch.packed_a_size() &&
+                   avx2::blocks::packed_b_size(n, k) <= scratch.packed_b_size() &&
                    "grove: GemmScratch::reserve was not called for this product");
       avx2::gemm<TA, TB>(m, n, k, pa, a.ld, pb, b.ld, pc, c.ld, alpha, into == Into::overwrite,
                          scratch.packed_a(), scratch.packed_b());

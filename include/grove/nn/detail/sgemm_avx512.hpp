@@ -62,30 +62,9 @@ using sgemm::Blocking;
 using sgemm::ceil_div;
 using sgemm::round_up;
 
-/// The blocking for caches of these sizes (in bytes): see sgemm_blocking.hpp.
-inline constexpr Blocking blocking_for_caches(std::size_t l1d, std::size_t l2, std::size_t l3) {
-  return sgemm::blocking_for_caches<MR, NR>(l1d, l2, l3);
-}
-/// This CPU's blocking (computed once).
-inline const Blocking& blocking() noexcept {
-  return sgemm::blocking<MR, NR>();
-}
-/// The depth of each slab for an inner dimension k > 0, and the height of each row block for
-/// m > 0 rows.
-inline Index slab_depth(Index k) {
-  return sgemm::slab_depth<MR, NR>(k);
-}
-inline Index block_height(Index m) {
-  return sgemm::block_height<MR, NR>(m);
-}
-/// Floats of packing buffer an m x n x k product needs for op(A) and op(B) (the thin kernel's
-/// 16-row sliver fits in the room of one MR-row sliver).
-inline Index packed_a_size(Index m, Index k) {
-  return sgemm::packed_a_size<MR, NR>(m, k);
-}
-inline Index packed_b_size(Index n, Index k) {
-  return sgemm::packed_b_size<MR, NR>(n, k);
-}
+/// The kernel's blocking (sgemm_blocking.hpp); the thin kernel's 16-row sliver fits in the room
+/// of one MR-row sliver.
+using blocks = sgemm::blocking_of<MR, NR>;
 
 #if defined(GROVE_NN_SGEMM_AVX512)
 
@@ -295,7 +274,7 @@ template <bool TA, bool TB>
 GROVE_NN_TARGET_AVX512 void gemm_thin(Index m, Index n, Index k, const float* a, Index lda,
                                       const float* b, Index ldb, float* c, Index ldc, float alpha,
                                       bool overwrite, float* packed_a) {
-  const Index KC = slab_depth(k);
+  const Index KC = blocks::slab_depth(k);
   const __mmask16 rows = lanes(m);
   for (Index pc = 0; pc < k; pc += KC) {
     const Index kc = std::min(KC, k - pc);
@@ -323,7 +302,7 @@ GROVE_NN_TARGET_AVX512 void gemm_thin(Index m, Index n, Index k, const float* a,
 /// C += alpha * op(A) op(B) on one thread, or C = alpha * op(A) op(B) when `overwrite` (C is then
 /// not read): op(A) is m x k (a points at its first element, column stride lda, transposed
 /// storage when TA), op(B) is k x n likewise, C is m x n with column stride ldc; k > 0. packed_a
-/// and packed_b hold at least packed_a_size(m, k) and packed_b_size(n, k) floats.
+/// and packed_b hold at least blocks::packed_a_size(m, k) and blocks::packed_b_size(n, k) floats.
 template <bool TA, bool TB>
 GROVE_NN_TARGET_AVX512 void gemm(Index m, Index n, Index k, const float* a, Index lda,
                                  const float* b, Index ldb, float* c, Index ldc, float alpha,
@@ -332,7 +311,7 @@ GROVE_NN_TARGET_AVX512 void gemm(Index m, Index n, Index k, const float* a, Inde
     gemm_thin<TA, TB>(m, n, k, a, lda, b, ldb, c, ldc, alpha, overwrite, packed_a);
     return;
   }
-  const Index KC = slab_depth(k), MC = block_height(m), NC = blocking().nc;
+  const Index KC = blocks::slab_depth(k), MC = blocks::block_height(m), NC = blocks::here().nc;
   for (Index jc = 0; jc < n; jc += NC) {
     const Index nc = std::min(NC, n - jc);
     for (Index pc = 0; pc < k; pc += KC) {

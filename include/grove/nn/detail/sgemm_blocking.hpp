@@ -33,53 +33,50 @@ struct Blocking {
   Index kc = 0, mc = 0, nc = 0;
 };
 
-/// The blocking of a kernel with an MR x NR register block for caches of these sizes (in bytes):
-/// kc a multiple of 8 in [64, 1024], mc a multiple of MR in [MR, 1024], nc a multiple of NR in
-/// [64 NR, 1024 NR].
+/// The blocking of a kernel with an MR x NR register block (each kernel names it `blocks`).
 template <Index MR, Index NR>
-constexpr Blocking blocking_for_caches(std::size_t l1d, std::size_t l2, std::size_t l3) {
-  constexpr auto F = static_cast<Index>(sizeof(float));
-  const Index kc = std::clamp<Index>(static_cast<Index>(l1d) / 2 / (NR * F) / 8 * 8, 64, 1024);
-  const Index mc = std::clamp<Index>(static_cast<Index>(l2) / 2 / (kc * F) / MR * MR, MR, 1024);
-  const Index nc =
-      std::clamp<Index>(static_cast<Index>(l3) / 2 / (kc * F) / NR * NR, 64 * NR, 1024 * NR);
-  return {kc, mc, nc};
-}
+struct blocking_of {
+  /// The blocking for caches of these sizes (in bytes): kc a multiple of 8 in [64, 1024], mc a
+  /// multiple of MR in [MR, 1024], nc a multiple of NR in [64 NR, 1024 NR].
+  static constexpr Blocking for_caches(std::size_t l1d, std::size_t l2, std::size_t l3) {
+    constexpr auto F = static_cast<Index>(sizeof(float));
+    const Index kc = std::clamp<Index>(static_cast<Index>(l1d) / 2 / (NR * F) / 8 * 8, 64, 1024);
+    const Index mc = std::clamp<Index>(static_cast<Index>(l2) / 2 / (kc * F) / MR * MR, MR, 1024);
+    const Index nc =
+        std::clamp<Index>(static_cast<Index>(l3) / 2 / (kc * F) / NR * NR, 64 * NR, 1024 * NR);
+    return {kc, mc, nc};
+  }
 
-/// The blocking on this CPU (computed once per register block).
-template <Index MR, Index NR>
-const Blocking& blocking() noexcept {
-  static const Blocking b = [] {
-    const grove::detail::cache_sizes& c = grove::detail::this_cpu_caches();
-    return blocking_for_caches<MR, NR>(c.l1d, c.l2, c.l3);
-  }();
-  return b;
-}
+  /// The blocking on this CPU (computed once).
+  static const Blocking& here() noexcept {
+    static const Blocking b = [] {
+      const grove::detail::cache_sizes& c = grove::detail::this_cpu_caches();
+      return for_caches(c.l1d, c.l2, c.l3);
+    }();
+    return b;
+  }
 
-/// The depth of each slab for an inner dimension k > 0: k cut into equal slabs of at most kc.
-template <Index MR, Index NR>
-Index slab_depth(Index k) {
-  const Index kc = blocking<MR, NR>().kc;
-  return ceil_div(k, ceil_div(k, kc));
-}
+  /// The depth of each slab for an inner dimension k > 0: k cut into equal slabs of at most kc.
+  static Index slab_depth(Index k) {
+    const Index kc = here().kc;
+    return ceil_div(k, ceil_div(k, kc));
+  }
 
-/// The height of each row block for m > 0 rows: equal blocks of at most mc, whole MR slivers.
-template <Index MR, Index NR>
-Index block_height(Index m) {
-  const Index mc = blocking<MR, NR>().mc;
-  return std::min(mc, round_up(ceil_div(m, ceil_div(m, mc)), MR));
-}
+  /// The height of each row block for m > 0 rows: equal blocks of at most mc, whole MR slivers.
+  static Index block_height(Index m) {
+    const Index mc = here().mc;
+    return std::min(mc, round_up(ceil_div(m, ceil_div(m, mc)), MR));
+  }
 
-/// Floats of packing buffer an m x n x k product needs for op(A) and op(B).
-template <Index MR, Index NR>
-Index packed_a_size(Index m, Index k) {
-  if (m <= 0 || k <= 0) return 0;
-  return slab_depth<MR, NR>(k) * round_up(block_height<MR, NR>(m), MR);
-}
-template <Index MR, Index NR>
-Index packed_b_size(Index n, Index k) {
-  if (n <= 0 || k <= 0) return 0;
-  return slab_depth<MR, NR>(k) * round_up(std::min(n, blocking<MR, NR>().nc), NR);
-}
+  /// Floats of packing buffer an m x n x k product needs for op(A) and op(B).
+  static Index packed_a_size(Index m, Index k) {
+    if (m <= 0 || k <= 0) return 0;
+    return slab_depth(k) * round_up(block_height(m), MR);
+  }
+  static Index packed_b_size(Index n, Index k) {
+    if (n <= 0 || k <= 0) return 0;
+    return slab_depth(k) * round_up(std::min(n, here().nc), NR);
+  }
+};
 
 }  // namespace grove::nn::detail::sgemm
