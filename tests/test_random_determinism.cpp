@@ -189,11 +189,9 @@ TEST_CASE("determinism: the AVX-512 threefry kernel computes threefry2x32",
   check_threefry_kernel(detail::avx512::threefry_2x32_lanes);
 }
 
-TEST_CASE("determinism: the AVX2 erf_inv computes the portable bits", "[random][determinism]") {
-  if (!grove::detail::this_cpu().avx2_fma) {
-    WARN("this CPU has no AVX2 and FMA: the AVX2 kernel is not checked");
-    return;
-  }
+namespace {
+template <class ErfInv>
+void check_erf_inv_kernel(ErfInv erf_inv, const char* kernel) {
   // The normal's inputs lie in [nextafter(-1, 0), 1); truncated_normal's in [-1, 1]. Every 257th
   // float of [0, 1] with both signs, the ends, the zeros, and the tail polynomial's threshold
   // (w = 5 near |x| = 0.99663), in an order that mixes tail and non-tail lanes in one vector.
@@ -214,29 +212,48 @@ TEST_CASE("determinism: the AVX2 erf_inv computes the portable bits", "[random][
     }
   }
   const float scale = 1.4142135f;
-  std::vector<float> portable(x.size()), avx2(x.size());
+  std::vector<float> portable(x.size()), kernel_values(x.size());
   detail::erf_inv_scaled(x.data(), portable.data(), x.size(), scale);
-  detail::avx2::erf_inv_scaled(x.data(), avx2.data(), x.size(), scale);
+  erf_inv(x.data(), kernel_values.data(), x.size(), scale);
   std::size_t differing = 0;
   for (std::size_t i = 0; i < x.size(); ++i) {
-    if (std::memcmp(&portable[i], &avx2[i], sizeof(float)) != 0 && ++differing <= 5) {
-      UNSCOPED_INFO("x = " << x[i] << ": portable " << portable[i] << ", AVX2 " << avx2[i]);
+    if (std::memcmp(&portable[i], &kernel_values[i], sizeof(float)) != 0 && ++differing <= 5) {
+      UNSCOPED_INFO("x = " << x[i] << ": portable " << portable[i] << ", " << kernel << " "
+                           << kernel_values[i]);
     }
   }
   CHECK(differing == 0);
   // erf_inv(+-1) = +-inf, which the select gives, not the polynomial.
-  CHECK(avx2[edges] == std::numeric_limits<float>::infinity());
-  CHECK(avx2[edges + 1] == -std::numeric_limits<float>::infinity());
+  CHECK(kernel_values[edges] == std::numeric_limits<float>::infinity());
+  CHECK(kernel_values[edges + 1] == -std::numeric_limits<float>::infinity());
 
-  // Every length up to three steps of the kernel (the 32- and 8-value loops and the remainder).
-  for (std::size_t n = 0; n <= 100; ++n) {
+  // Every length up to three steps of either kernel (its 4-vector and 1-vector loops and the
+  // remainder).
+  for (std::size_t n = 0; n <= 200; ++n) {
     std::vector<float> a(n), b(n);
     const float* in = x.data() + edges;  // +-1 and values near it, with tail lanes among them
     detail::erf_inv_scaled(in, a.data(), n, scale);
-    detail::avx2::erf_inv_scaled(in, b.data(), n, scale);
-    INFO("n = " << n);
+    erf_inv(in, b.data(), n, scale);
+    INFO(kernel << ", n = " << n);
     REQUIRE((n == 0 || std::memcmp(a.data(), b.data(), n * sizeof(float)) == 0));
   }
+}
+}  // namespace
+
+TEST_CASE("determinism: the AVX2 erf_inv computes the portable bits", "[random][determinism]") {
+  if (!grove::detail::this_cpu().avx2_fma) {
+    WARN("this CPU has no AVX2 and FMA: the AVX2 kernel is not checked");
+    return;
+  }
+  check_erf_inv_kernel(detail::avx2::erf_inv_scaled, "AVX2");
+}
+
+TEST_CASE("determinism: the AVX-512 erf_inv computes the portable bits", "[random][determinism]") {
+  if (detail::best_instruction_set() != detail::instruction_set::avx512) {
+    WARN("this CPU has no AVX-512: the AVX-512 kernel is not checked");
+    return;
+  }
+  check_erf_inv_kernel(detail::avx512::erf_inv_scaled, "AVX-512");
 }
 #endif
 

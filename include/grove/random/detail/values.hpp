@@ -21,6 +21,7 @@
 #include "grove/random/detail/layouts.hpp"
 #include "grove/random/detail/math.hpp"
 #include "grove/random/detail/math_avx2.hpp"
+#include "grove/random/detail/math_avx512.hpp"
 #include "grove/random/key.hpp"
 
 namespace grove::random::detail {
@@ -95,13 +96,17 @@ struct uniform_values {
   }
 };
 
-// erf_inv_scaled (math.hpp) in the kernel variant for instruction set I: the AVX2 variant has a
-// float kernel of its own (math_avx2.hpp), with the same bits.
+// erf_inv_scaled (math.hpp) in the kernel variant for instruction set I: the AVX2 and AVX-512
+// variants have float kernels of their own (math_avx2.hpp, math_avx512.hpp), with the same bits.
 template <instruction_set I, class T>
 GROVE_ALWAYS_INLINE void erf_inv_scaled_on(const T* x, T* out, std::size_t n, T scale) noexcept {
 #if GROVE_DETAIL_DISPATCH
   if constexpr (std::is_same_v<T, float> && I == instruction_set::avx2_fma) {
     avx2::erf_inv_scaled(x, out, n, scale);
+    return;
+  }
+  if constexpr (std::is_same_v<T, float> && I == instruction_set::avx512) {
+    avx512::erf_inv_scaled(x, out, n, scale);
     return;
   }
 #endif
