@@ -157,10 +157,10 @@ struct gumbel_values {
     constexpr T tiny = std::numeric_limits<T>::min();
     constexpr T span = T(1) - tiny;  // rounds to 1
     T* o = out + first;
-    for (std::size_t l = 0; l < m; ++l) {
+    for_each_in_block(m, [&](std::size_t l) GROVE_INLINE_LAMBDA {
       const T u = scale_unit(unit_from_bits<T>(words[l]), tiny, span);
       o[l] = -log_of(-log_of(u));
-    }
+    });
   }
 };
 
@@ -171,7 +171,10 @@ struct bernoulli_values {
   GROVE_ALWAYS_INLINE void operator()(std::uint64_t first, const bits_of<T>* words,
                                       std::size_t m) const noexcept {
     bool* o = out + first;
-    for (std::size_t l = 0; l < m; ++l) o[l] = unit_from_bits<T>(words[l]) < p;
+    const T threshold = p;  // a local, as in uniform_values
+    for_each_in_block(m, [&](std::size_t l) GROVE_INLINE_LAMBDA {
+      o[l] = unit_from_bits<T>(words[l]) < threshold;
+    });
   }
 };
 
