@@ -104,24 +104,24 @@ GROVE_ALWAYS_INLINE void hash_block(key_words key, std::size_t m, Counter&& coun
   if constexpr (I == instruction_set::avx2_fma || I == instruction_set::avx512) {
     word x0[block_size];
     word x1[block_size];
-    for (std::size_t l = 0; l < m; ++l) counter(l, x0[l], x1[l]);
+    for_each_in_block(m, [&](std::size_t l) GROVE_INLINE_LAMBDA { counter(l, x0[l], x1[l]); });
     if constexpr (I == instruction_set::avx512) {
       avx512::threefry_2x32_lanes(key, x0, x1, x0, x1, m);
     } else {
       avx2::threefry_2x32_lanes(key, x0, x1, x0, x1, m);
     }
-    for (std::size_t l = 0; l < m; ++l) emit(l, x0[l], x1[l]);
+    for_each_in_block(m, [&](std::size_t l) GROVE_INLINE_LAMBDA { emit(l, x0[l], x1[l]); });
     return;
   }
 #endif
   const key_schedule schedule = schedule_of(key);
-  for (std::size_t l = 0; l < m; ++l) {
+  for_each_in_block(m, [&](std::size_t l) GROVE_INLINE_LAMBDA {
     word x0;
     word x1;
     counter(l, x0, x1);
     threefry_2x32_rounds(schedule, x0, x1);
     emit(l, x0, x1);
-  }
+  });
 }
 
 // The legacy layout caps one hash at 2^32 - 1 words (JAX's uint32 iota); longer requests are cut

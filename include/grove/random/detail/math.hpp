@@ -24,6 +24,19 @@ namespace grove::random::detail {
 // Elements handled per inner block: large enough for long SIMD loops, small enough that a block's
 // scratch arrays stay in L1.
 inline constexpr std::size_t block_size = 128;
+
+// f(l) for l < m, m <= Whole. A whole block runs a loop of exactly Whole iterations: at -O2 GCC
+// vectorises only loops whose trip count is a known multiple of the vector width (its "very
+// cheap" cost model), and nearly every block is whole.
+template <std::size_t Whole = block_size, class F>
+GROVE_ALWAYS_INLINE void for_each_in_block(std::size_t m, F&& f) {
+  if (m == Whole) {
+    for (std::size_t l = 0; l < Whole; ++l) f(l);
+  } else {
+    for (std::size_t l = 0; l < m; ++l) f(l);
+  }
+}
+
 // Horner's rule, highest power first, with fused steps: c[0] * t^(N-1) + ... + c[N-1]. Written as
 // a fold so that no inner loop is left for the vectoriser to trip over.
 template <class T, std::size_t N, std::size_t... K>
@@ -113,13 +126,13 @@ GROVE_ALWAYS_INLINE void erf_inv_scaled(const float* GROVE_RESTRICT x, float* GR
     float* os = out + start;
     std::uint32_t tail =
         0;  // an integer: compilers vectorise an OR-reduction of these, not of bool
-    for (std::size_t i = 0; i < m; ++i) {
+    for_each_in_block<lanes>(m, [&](std::size_t i) GROVE_INLINE_LAMBDA {
       // -x * x, rounded, as XLA computes it. fma(-x, x, 0) keeps the product out of the addition
       // inside log1p, which a compiler would otherwise fuse into it.
       w[i] = -log1p_f32(std::fma(-xs[i], xs[i], 0.0f));
       tail |= w[i] < erf_inv_tail_from ? 0u : 1u;
-    }
-    for (std::size_t i = 0; i < m; ++i) {
+    });
+    for_each_in_block<lanes>(m, [&](std::size_t i) GROVE_INLINE_LAMBDA {
       const float p = horner(erf_inv_polynomial, w[i] - erf_inv_centre);
       // erf_inv(+-1) = +-inf; the polynomial is meaningless there. Both values are computed and
       // one is picked with a bit mask: compilers do not turn `c ? x * inf : p * x` into a blend
@@ -132,7 +145,7 @@ GROVE_ALWAYS_INLINE void erf_inv_scaled(const float* GROVE_RESTRICT x, float* GR
           std::bit_cast<float>((std::bit_cast<std::uint32_t>(at_one) & pick_at_one) |
                                (std::bit_cast<std::uint32_t>(inside) & ~pick_at_one));
       os[i] = scale * value;
-    }
+    });
     if (tail == 0) continue;
     for (std::size_t i = 0; i < m; ++i) {
       if (w[i] < erf_inv_tail_from) continue;

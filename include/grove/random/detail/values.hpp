@@ -90,9 +90,13 @@ struct uniform_values {
   T span;
   GROVE_ALWAYS_INLINE void operator()(std::uint64_t first, const bits_of<T>* words,
                                       std::size_t m) const noexcept {
+    // The members as locals: stores through o could otherwise change them, as far as the
+    // compiler knows, which keeps the loop from vectorising.
+    const T lo = minval, width = span;
     T* o = out + first;
-    for (std::size_t l = 0; l < m; ++l)
-      o[l] = scale_unit(unit_from_bits<T>(words[l]), minval, span);
+    for_each_in_block(m, [&](std::size_t l) GROVE_INLINE_LAMBDA {
+      o[l] = scale_unit(unit_from_bits<T>(words[l]), lo, width);
+    });
   }
 };
 
@@ -127,14 +131,17 @@ struct inverse_erf_values {
   GROVE_ALWAYS_INLINE void operator()(std::uint64_t first, const bits_of<T>* words, std::size_t m,
                                       instruction_set_tag<I>) const noexcept {
     T u[block_size];
-    for (std::size_t l = 0; l < m; ++l)
-      u[l] = scale_unit(unit_from_bits<T>(words[l]), minval, span);
+    // The members as locals, as in uniform_values.
+    const T lo = minval, width = span, clip_low = low, clip_high = high;
+    for_each_in_block(m, [&](std::size_t l) GROVE_INLINE_LAMBDA {
+      u[l] = scale_unit(unit_from_bits<T>(words[l]), lo, width);
+    });
     T* o = out + first;
     erf_inv_scaled_on<I>(u, o, m, sqrt2<T>);
-    for (std::size_t l = 0; l < m; ++l) {
-      const T clipped = o[l] < low ? low : o[l];
-      o[l] = clipped > high ? high : clipped;
-    }
+    for_each_in_block(m, [&](std::size_t l) GROVE_INLINE_LAMBDA {
+      const T clipped = o[l] < clip_low ? clip_low : o[l];
+      o[l] = clipped > clip_high ? clip_high : clipped;
+    });
   }
   GROVE_ALWAYS_INLINE void operator()(std::uint64_t first, const bits_of<T>* words,
                                       std::size_t m) const noexcept {
@@ -150,10 +157,10 @@ struct gumbel_values {
     constexpr T tiny = std::numeric_limits<T>::min();
     constexpr T span = T(1) - tiny;  // rounds to 1
     T* o = out + first;
-    for (std::size_t l = 0; l < m; ++l) {
+    for_each_in_block(m, [&](std::size_t l) GROVE_INLINE_LAMBDA {
       const T u = scale_unit(unit_from_bits<T>(words[l]), tiny, span);
       o[l] = -log_of(-log_of(u));
-    }
+    });
   }
 };
 
@@ -164,7 +171,10 @@ struct bernoulli_values {
   GROVE_ALWAYS_INLINE void operator()(std::uint64_t first, const bits_of<T>* words,
                                       std::size_t m) const noexcept {
     bool* o = out + first;
-    for (std::size_t l = 0; l < m; ++l) o[l] = unit_from_bits<T>(words[l]) < p;
+    const T threshold = p;  // a local, as in uniform_values
+    for_each_in_block(m, [&](std::size_t l) GROVE_INLINE_LAMBDA {
+      o[l] = unit_from_bits<T>(words[l]) < threshold;
+    });
   }
 };
 
