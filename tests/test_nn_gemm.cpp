@@ -172,7 +172,7 @@ std::vector<Shape> avx512_edge_shapes() {
 // into slabs of equal depth and row blocks of equal height (whole slivers of MR rows), never
 // beyond kc and mc and no more of them than kc and mc need.
 template <class Blocks>
-void check_blocking_here(Index mr) {
+void check_blocking_here() {
   const auto& caches = grove::detail::this_cpu_caches();
   INFO("L1d " << caches.l1d << ", L2 " << caches.l2 << ", L3 " << caches.l3);
   CHECK(caches.l1d >= 8 * 1024);
@@ -192,7 +192,7 @@ void check_blocking_here(Index mr) {
   for (Index m = 1; m < 4 * b.mc; m += 13) {
     const Index h = Blocks::block_height(m);
     CHECK(h <= b.mc);
-    CHECK(h % mr == 0);
+    CHECK(h % Blocks::sliver_rows == 0);
     CHECK((m + h - 1) / h == (m + b.mc - 1) / b.mc);
   }
 }
@@ -261,10 +261,10 @@ TEST_CASE("The kernels' blocking follows the cache sizes", "[nn][gemm]") {
                 "the formula is usable at compile time");
 
   SECTION("AVX2 on this CPU") {
-    check_blocking_here<d::avx2::blocks>(d::avx2::MR);
+    check_blocking_here<d::avx2::blocks>();
   }
   SECTION("AVX-512 on this CPU") {
-    check_blocking_here<d::avx512::blocks>(d::avx512::MR);
+    check_blocking_here<d::avx512::blocks>();
     // Every workspace has room for the kernel's packed operands (and the thin kernel's sliver).
     const Index kc = d::avx512::blocks::here().kc;
     d::GemmScratch<float> scratch;

@@ -36,6 +36,9 @@ struct Blocking {
 /// The blocking of a kernel with an MR x NR register block (each kernel names it `blocks`).
 template <Index MR, Index NR>
 struct blocking_of {
+  /// Rows of one packed sliver of op(A): row blocks are whole slivers.
+  static constexpr Index sliver_rows = MR;
+
   /// The blocking for caches of these sizes (in bytes): kc a multiple of 8 in [64, 1024], mc a
   /// multiple of MR in [MR, 1024], nc a multiple of NR in [64 NR, 1024 NR].
   static constexpr Blocking for_caches(std::size_t l1d, std::size_t l2, std::size_t l3) {
