@@ -1,6 +1,6 @@
 // Statistical sanity of grove::random on 10^6 samples with fixed keys and fixed thresholds (the
 // keys are fixed, so each check passes or fails deterministically), and the accuracy of the float
-// math against double-precision references.
+// math against double-precision references and of the double erf_inv against std::erf.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -242,7 +242,7 @@ TEST_CASE("stats: categorical draws with probabilities softmax(logits)", "[rando
   CHECK(std::fabs(counts[2] / 20'000 - 0.1) < 0.01);
 }
 
-// --- accuracy of the float math ------------------------------------------------------------------
+// --- accuracy of the math ------------------------------------------------------------------------
 
 TEST_CASE("accuracy: normal<float> against Giles' erf_inv with an exactly rounded log1p",
           "[random][accuracy]") {
@@ -304,4 +304,62 @@ TEST_CASE("accuracy: the float log and erf helpers", "[random][accuracy]") {
                          ulp_distance(detail::erf_f32(x), static_cast<float>(std::erf(double{x}))));
   }
   CHECK(worst_erf <= 6);
+}
+
+TEST_CASE("accuracy: the double erf_inv inverts std::erf in each of its three ranges",
+          "[random][accuracy]") {
+  // Giles' three polynomials meet at w = -log(1 - x^2) = 6.25 (|x| about 0.998) and 16 (|x| about
+  // 1 - 5.6e-8). The values are in one call, in an order that puts elements of every range into
+  // the same blocks (the central polynomial runs for whole blocks, the others are redone where
+  // needed), and 1001 of them, not a whole number of blocks. Like XLA's, the algorithm starts from
+  // t = x * x, rounded, which near |x| = 1 loses most of 1 - |x|; so the check is that the result
+  // v inverts that t: 1 - erf(v)^2 = erfc(v) (2 - erfc(v)) gives back 1 - t (exact for t >= 1/2)
+  // to within what a few ulp of v move it.
+  namespace detail = grove::random::detail;
+  std::vector<double> x;
+  for (int i = 0; i < 1001; ++i) {
+    const double t = (i + 0.5) / 1001.0;
+    switch (i % 3) {
+      case 0:
+        x.push_back(2.0 * t - 1.0);
+        break;  // mostly central
+      case 1:
+        x.push_back(1.0 - std::pow(10.0, -3.0 - 4.0 * t));
+        break;  // 1 - 1e-3 .. 1 - 1e-7
+      default:
+        x.push_back(-(1.0 - std::pow(10.0, -7.0 - 8.0 * t)));  // -(1 - 1e-7 .. 1 - 1e-15)
+    }
+  }
+  x.push_back(1.0);
+  x.push_back(-1.0);
+  std::vector<double> y(x.size());
+  const double scale = 1.4142135623730951;
+  detail::erf_inv_scaled(x.data(), y.data(), x.size(), scale);
+  CHECK(y[x.size() - 2] == std::numeric_limits<double>::infinity());
+  CHECK(y[x.size() - 1] == -std::numeric_limits<double>::infinity());
+  // Errors in ulps of v: 1 - erf(v)^2 changes by about 4 v^2 of itself per relative unit of v for
+  // large v (2 v^2 for each factor erfc(v)), and erf(v) by about itself near 0.
+  constexpr double eps = std::numeric_limits<double>::epsilon();
+  int ranges[3] = {0, 0, 0};
+  double worst[3] = {0, 0, 0};
+  for (std::size_t i = 0; i + 2 < x.size(); ++i) {
+    const double v = std::fabs(y[i] / scale);
+    const double t = x[i] * x[i];
+    const double w = -std::log1p(-t);
+    const int range = w < 6.25 ? 0 : w < 16.0 ? 1 : 2;
+    ++ranges[range];
+    double ulps;
+    if (t < 0.25) {
+      ulps = std::fabs(std::erf(v) - std::fabs(x[i])) / std::fabs(x[i]) / eps;
+    } else {
+      const double e = std::erfc(v), rest = 1.0 - t;
+      ulps = std::fabs(e * (2.0 - e) - rest) / rest / (eps * std::max(1.0, 4 * v * v));
+    }
+    worst[range] = std::max(worst[range], ulps);
+  }
+  INFO("worst error per range: " << worst[0] << ", " << worst[1] << ", " << worst[2] << " ulp");
+  CHECK(ranges[0] > 300);
+  CHECK(ranges[1] > 100);
+  CHECK(ranges[2] > 100);
+  CHECK(std::max({worst[0], worst[1], worst[2]}) < 8);
 }

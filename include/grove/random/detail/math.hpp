@@ -158,6 +158,11 @@ GROVE_ALWAYS_INLINE void erf_inv_scaled(const float* GROVE_RESTRICT x, float* GR
 // XLA's double-precision erf_inv (Giles' double-precision approximation: three polynomials, for
 // w < 6.25, w < 16 and beyond), evaluated for n values: out[i] = scale * erf_inv(x[i]). log1p is
 // the platform's std::log1p.
+//
+// As in the float version, the first polynomial (every element with |x| < 0.998, nearly all of
+// them) is evaluated for the whole block in a loop without branches, which the compiler vectorises:
+// a 23-term Horner chain per element is a long chain of dependent FMAs, and element by element
+// it bounds the whole loop. The few elements beyond are redone with the other two polynomials.
 GROVE_ALWAYS_INLINE void erf_inv_scaled(const double* GROVE_RESTRICT x, double* GROVE_RESTRICT out,
                                         std::size_t n, double scale) noexcept {
   constexpr double c1[23] = {
@@ -185,24 +190,30 @@ GROVE_ALWAYS_INLINE void erf_inv_scaled(const double* GROVE_RESTRICT x, double* 
       7.5995277030017761139e-05,  -0.00021503011930044477347, -0.00013871931833623122026,
       1.0103004648645343977,      4.8499064014085844221};
   constexpr double infinity = std::numeric_limits<double>::infinity();
+  constexpr double central_below = 6.25;
   double w[block_size];
   for (std::size_t start = 0; start < n; start += block_size) {
     const std::size_t m = n - start < block_size ? n - start : block_size;
     const double* xs = x + start;
+    double* os = out + start;
+    for (std::size_t i = 0; i < m; ++i) w[i] = -std::log1p(-(xs[i] * xs[i]));
+    std::uint64_t beyond = 0;  // an integer, as in the float version
+    for_each_in_block(m, [&](std::size_t i) GROVE_INLINE_LAMBDA {
+      const double p = horner(c1, w[i] - 3.125);
+      // erf_inv(+-1) = +-inf, picked with a bit mask for the reason the float version gives.
+      const double at_one = xs[i] * infinity;
+      const double inside = p * xs[i];
+      const std::uint64_t pick_at_one = std::fabs(xs[i]) == 1.0 ? ~std::uint64_t{0} : 0;
+      os[i] = scale * std::bit_cast<double>((std::bit_cast<std::uint64_t>(at_one) & pick_at_one) |
+                                            (std::bit_cast<std::uint64_t>(inside) & ~pick_at_one));
+      beyond |= w[i] < central_below ? 0u : 1u;
+    });
+    if (beyond == 0) continue;
     for (std::size_t i = 0; i < m; ++i) {
-      w[i] = -std::log1p(-(xs[i] * xs[i]));
-    }
-    for (std::size_t i = 0; i < m; ++i) {
-      double p;
-      if (w[i] < 6.25) {
-        p = horner(c1, w[i] - 3.125);
-      } else if (w[i] < 16.0) {
-        p = horner(c2, std::sqrt(w[i]) - 3.25);
-      } else {
-        p = horner(c3, std::sqrt(w[i]) - 5.0);
-      }
-      const double value = std::fabs(xs[i]) == 1.0 ? xs[i] * infinity : p * xs[i];
-      out[start + i] = scale * value;
+      if (w[i] < central_below) continue;
+      const double p =
+          w[i] < 16.0 ? horner(c2, std::sqrt(w[i]) - 3.25) : horner(c3, std::sqrt(w[i]) - 5.0);
+      os[i] = scale * (std::fabs(xs[i]) == 1.0 ? xs[i] * infinity : p * xs[i]);
     }
   }
 }
