@@ -297,6 +297,24 @@ TEST_CASE("accuracy: the float log and erf helpers", "[random][accuracy]") {
         worst_log1p, ulp_distance(detail::log1p_f32(y), static_cast<float>(std::log1p(double{y}))));
   }
   CHECK(worst_log1p <= 1);
+  // The double log1p against long double's (correctly rounded to double, but for the rare ties
+  // of a double rounding), on a grid and towards both ends of (-1, 0].
+  int worst_log1p_f64 = 0;
+  const auto check_f64 = [&](double y) {
+    const auto reference = static_cast<double>(std::log1p(static_cast<long double>(y)));
+    const auto got = detail::log1p_f64(y);
+    const auto distance = std::bit_cast<std::int64_t>(got) - std::bit_cast<std::int64_t>(reference);
+    worst_log1p_f64 = std::max(worst_log1p_f64, static_cast<int>(std::min<std::int64_t>(
+                                                    distance < 0 ? -distance : distance, 1000)));
+  };
+  for (double y = -1.0 + 1e-16; y < 0.0; y += 3.7e-6) check_f64(y);
+  for (double t = 1e-300; t < 0.5; t *= 1.01) {
+    check_f64(-t);
+    if (-1.0 + t > -1.0) check_f64(-1.0 + t);  // (y = -1 is outside its contract)
+  }
+  check_f64(0.0);
+  check_f64(-std::numeric_limits<double>::denorm_min());
+  CHECK(worst_log1p_f64 <= 1);
   // XLA's float erf is a rational approximation accurate to a few ulp (5 at worst on this grid).
   int worst_erf = 0;
   for (float x = -4.0f; x < 4.0f; x += 1e-3f) {

@@ -99,6 +99,49 @@ GROVE_ALWAYS_INLINE float log1p_f32(float y) noexcept {
   return std::fma(y - (u - 1.0f), 2.0f - u, log_f32(u));
 }
 
+// log(1 + y) in double for y in (-1, 0] (the range the double erf_inv needs), within one ulp, with
+// no branch and no call, so that the loop around it vectorises (the platform's std::log1p branches
+// on its argument, and on random arguments it mispredicts often enough to cost more than all the
+// rest of a double normal). The method is fdlibm's log (whose polynomial in s^2, s = f / (2 + f),
+// is Lg1..Lg7 below) on u = 1 + y rounded, reduced as log_f32 reduces, plus Goldberg's correction
+// (y - (u - 1)) / u for what the rounding of 1 + y lost, added with the smallest terms. It does not
+// depend on the platform's libm, so every platform gets the same bits. y = -1 gives no -inf: the
+// double erf_inv handles |x| == 1 itself.
+GROVE_ALWAYS_INLINE double log1p_f64(double y) noexcept {
+  constexpr double lg[7] = {6.666666666666735130e-01, 3.999999999940941908e-01,
+                            2.857142874366239149e-01, 2.222219843214978396e-01,
+                            1.818357216161805012e-01, 1.531383769920937332e-01,
+                            1.479819860511658591e-01};
+  constexpr double ln2_hi = 6.93147180369123816490e-01;  // exact in 32 bits
+  constexpr double ln2_lo = 1.90821492927058770002e-10;
+  const double u = 1.0 + y;
+  const double correction = (y - (u - 1.0)) / u;
+  // 0x3fe6a09e667f3bcd is the bit pattern of sqrt(2)/2: shifting by it puts m in [sqrt(2)/2,
+  // sqrt(2)), as in log_f32. k is converted through the mantissa of 2^52 + k (exact, and plain
+  // integer and floating-point arithmetic on every instruction set).
+  std::uint64_t bits = std::bit_cast<std::uint64_t>(u);
+  bits += 0x3ff0000000000000u - 0x3fe6a09e667f3bcdu;
+  const double biased_k =
+      std::bit_cast<double>((bits >> 52) | 0x4330000000000000u) - 4503599627370496.0;
+  const double k = biased_k - 1023.0;
+  bits = (bits & 0x000fffffffffffffu) + 0x3fe6a09e667f3bcdu;
+  const double f = std::bit_cast<double>(bits) - 1.0;  // exact (Sterbenz)
+  const double s = f / (2.0 + f);
+  const double z = s * s;
+  const double w = z * z;
+  // Every multiply-add is an explicit fma, and each product that feeds an addition goes through
+  // one (fma(a, b, 0) is the rounded product): a compiler that contracts a * b + c into an fma
+  // where the instruction set has one, and not elsewhere, would give each kernel variant its own
+  // bits.
+  const double even = std::fma(w, std::fma(w, lg[5], lg[3]), lg[1]);
+  const double odd = z * std::fma(w, std::fma(w, std::fma(w, lg[6], lg[4]), lg[2]), lg[0]);
+  const double r = std::fma(w, even, odd);
+  const double half_f2 = std::fma(0.5 * f, f, 0.0);
+  // log(m) = f - half_f2 + s (half_f2 + r), summed from the smallest terms, as fdlibm does.
+  const double small = std::fma(s, half_f2 + r, std::fma(k, ln2_lo, correction));
+  return std::fma(k, ln2_hi, f - (half_f2 - small));
+}
+
 // The polynomial of XLA's single-precision erf_inv for w >= 5, in sqrt(w) - 3. Rare (|x| > 0.9966),
 // so plain scalar code: std::sqrt is correctly rounded on every platform.
 inline float erf_inv_tail_polynomial(float w) noexcept {
@@ -156,8 +199,8 @@ GROVE_ALWAYS_INLINE void erf_inv_scaled(const float* GROVE_RESTRICT x, float* GR
 }
 
 // XLA's double-precision erf_inv (Giles' double-precision approximation: three polynomials, for
-// w < 6.25, w < 16 and beyond), evaluated for n values: out[i] = scale * erf_inv(x[i]). log1p is
-// the platform's std::log1p.
+// w < 6.25, w < 16 and beyond), evaluated for n values: out[i] = scale * erf_inv(x[i]), with
+// log1p_f64 for XLA's log1p.
 //
 // As in the float version, the first polynomial (every element with |x| < 0.998, nearly all of
 // them) is evaluated for the whole block in a loop without branches, which the compiler vectorises:
@@ -196,7 +239,11 @@ GROVE_ALWAYS_INLINE void erf_inv_scaled(const double* GROVE_RESTRICT x, double* 
     const std::size_t m = n - start < block_size ? n - start : block_size;
     const double* xs = x + start;
     double* os = out + start;
-    for (std::size_t i = 0; i < m; ++i) w[i] = -std::log1p(-(xs[i] * xs[i]));
+    // -x * x, rounded, as XLA computes it; fma(-x, x, 0) keeps the product out of the addition
+    // inside log1p_f64, which a compiler would otherwise fuse into it.
+    for_each_in_block(m, [&](std::size_t i) GROVE_INLINE_LAMBDA {
+      w[i] = -log1p_f64(std::fma(-xs[i], xs[i], 0.0));
+    });
     std::uint64_t beyond = 0;  // an integer, as in the float version
     for_each_in_block(m, [&](std::size_t i) GROVE_INLINE_LAMBDA {
       const double p = horner(c1, w[i] - 3.125);
