@@ -21,8 +21,8 @@ namespace grove::random::detail::avx512 {
 // Counters per vector, and vectors that go through the rounds together. Each round is a chain of
 // two dependent instructions per vector (the add, then the xor that needs its result), so the
 // streams are what keeps several vector ALUs busy: with four, a Zen 5 ran about 20% slower than
-// with eight (its longer integer latencies leave four chains too few). Eight streams are 16 vector
-// registers of state, next to the 12 of the key schedule: all of it fits in AVX-512's 32.
+// with eight (presumably its integer latencies leave four chains too few). Eight streams are 16
+// vector registers of state, next to the 12 of the key schedule: all of it fits in AVX-512's 32.
 inline constexpr std::size_t lanes = 16;
 inline constexpr std::size_t streams = 8;
 
