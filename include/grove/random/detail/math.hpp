@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <utility>
 
 #include "grove/config.hpp"
@@ -151,6 +152,21 @@ inline float erf_inv_tail_polynomial(float w) noexcept {
   return horner(b, std::sqrt(w) - 3.0f);
 }
 
+// p * x, the value of erf_inv for a polynomial value p, except x * inf at |x| == 1, where
+// erf_inv(+-1) = +-inf and the polynomial is meaningless. Both values are computed and one is
+// picked with a bit mask: compilers do not turn `c ? x * inf : p * x` into a blend (the
+// multiplications may raise floating-point flags), and without AVX-512's masked operations the
+// loops around it would then stay scalar.
+template <class T>
+GROVE_ALWAYS_INLINE T erf_inv_value(T x, T p) noexcept {
+  using Bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+  const T at_one = x * std::numeric_limits<T>::infinity();
+  const T inside = p * x;
+  const Bits pick_at_one = std::fabs(x) == T(1) ? ~Bits{0} : Bits{0};
+  return std::bit_cast<T>((std::bit_cast<Bits>(at_one) & pick_at_one) |
+                          (std::bit_cast<Bits>(inside) & ~pick_at_one));
+}
+
 // XLA's single-precision erf_inv (M. Giles, "Approximating the erfinv function", GPU Computing Gems
 // Jade Edition, 2011), evaluated for n values: out[i] = scale * erf_inv(x[i]).
 //
@@ -159,7 +175,6 @@ inline float erf_inv_tail_polynomial(float w) noexcept {
 // element needs them. Every element's value is the same either way.
 GROVE_ALWAYS_INLINE void erf_inv_scaled(const float* GROVE_RESTRICT x, float* GROVE_RESTRICT out,
                                         std::size_t n, float scale) noexcept {
-  constexpr float infinity = std::numeric_limits<float>::infinity();
   // Small blocks, so that a block without tail elements is the common case (about 95% of them).
   constexpr std::size_t lanes = 16;
   float w[lanes];
@@ -177,23 +192,12 @@ GROVE_ALWAYS_INLINE void erf_inv_scaled(const float* GROVE_RESTRICT x, float* GR
     });
     for_each_in_block<lanes>(m, [&](std::size_t i) GROVE_INLINE_LAMBDA {
       const float p = horner(erf_inv_polynomial, w[i] - erf_inv_centre);
-      // erf_inv(+-1) = +-inf; the polynomial is meaningless there. Both values are computed and
-      // one is picked with a bit mask: compilers do not turn `c ? x * inf : p * x` into a blend
-      // (the multiplications may raise floating-point flags), and without AVX-512's masked
-      // operations the loop then stays scalar.
-      const float at_one = xs[i] * infinity;
-      const float inside = p * xs[i];
-      const std::uint32_t pick_at_one = std::fabs(xs[i]) == 1.0f ? ~0u : 0u;
-      const float value =
-          std::bit_cast<float>((std::bit_cast<std::uint32_t>(at_one) & pick_at_one) |
-                               (std::bit_cast<std::uint32_t>(inside) & ~pick_at_one));
-      os[i] = scale * value;
+      os[i] = scale * erf_inv_value(xs[i], p);
     });
     if (tail == 0) continue;
     for (std::size_t i = 0; i < m; ++i) {
       if (w[i] < erf_inv_tail_from) continue;
-      const float p = erf_inv_tail_polynomial(w[i]);
-      os[i] = scale * (std::fabs(xs[i]) == 1.0f ? xs[i] * infinity : p * xs[i]);
+      os[i] = scale * erf_inv_value(xs[i], erf_inv_tail_polynomial(w[i]));
     }
   }
 }
@@ -232,8 +236,8 @@ GROVE_ALWAYS_INLINE void erf_inv_scaled(const double* GROVE_RESTRICT x, double* 
       -9.9298272942317002539e-07, 4.5260625972231537039e-06,  -1.9681778105531670567e-05,
       7.5995277030017761139e-05,  -0.00021503011930044477347, -0.00013871931833623122026,
       1.0103004648645343977,      4.8499064014085844221};
-  constexpr double infinity = std::numeric_limits<double>::infinity();
-  constexpr double central_below = 6.25;
+  // Where Giles' first polynomial ends and the second: w < 6.25, w < 16.
+  constexpr double central_below = 6.25, middle_below = 16.0;
   double w[block_size];
   for (std::size_t start = 0; start < n; start += block_size) {
     const std::size_t m = n - start < block_size ? n - start : block_size;
@@ -246,21 +250,15 @@ GROVE_ALWAYS_INLINE void erf_inv_scaled(const double* GROVE_RESTRICT x, double* 
     });
     std::uint64_t beyond = 0;  // an integer, as in the float version
     for_each_in_block(m, [&](std::size_t i) GROVE_INLINE_LAMBDA {
-      const double p = horner(c1, w[i] - 3.125);
-      // erf_inv(+-1) = +-inf, picked with a bit mask for the reason the float version gives.
-      const double at_one = xs[i] * infinity;
-      const double inside = p * xs[i];
-      const std::uint64_t pick_at_one = std::fabs(xs[i]) == 1.0 ? ~std::uint64_t{0} : 0;
-      os[i] = scale * std::bit_cast<double>((std::bit_cast<std::uint64_t>(at_one) & pick_at_one) |
-                                            (std::bit_cast<std::uint64_t>(inside) & ~pick_at_one));
+      os[i] = scale * erf_inv_value(xs[i], horner(c1, w[i] - 3.125));
       beyond |= w[i] < central_below ? 0u : 1u;
     });
     if (beyond == 0) continue;
     for (std::size_t i = 0; i < m; ++i) {
       if (w[i] < central_below) continue;
-      const double p =
-          w[i] < 16.0 ? horner(c2, std::sqrt(w[i]) - 3.25) : horner(c3, std::sqrt(w[i]) - 5.0);
-      os[i] = scale * (std::fabs(xs[i]) == 1.0 ? xs[i] * infinity : p * xs[i]);
+      const double p = w[i] < middle_below ? horner(c2, std::sqrt(w[i]) - 3.25)
+                                           : horner(c3, std::sqrt(w[i]) - 5.0);
+      os[i] = scale * erf_inv_value(xs[i], p);
     }
   }
 }
