@@ -3,9 +3,11 @@
 //
 //   step/sgd_fused   sgd_step: the walk-through's update(params, x, y); each weight's update is
 //                    the GEMM that computes its gradient (W += -lr dZ A^T)
-//   step/sgd         value_and_grad_into + sgd's step in place (optax-style)
-//   step/momentum    the same with momentum (0.9)
+//   step/sgd         value_and_grad_into + sgd's step in place (optax-style): two calls
+//   step/momentum    nn::train_step of the same MLP as nn::sequential, with momentum (0.9): the
+//                    gradients, then the optimizer's fused pass over the parameters
 //   step/adam        the same with adam
+//   step/adamw       the same with adamw, its weight decay masked to the weight matrices
 //   gemms_eigen      the step's 8 products as plain Eigen code writes them (`C.noalias() = A * B`,
 //                    Eigen's own threading): what Eigen alone gets
 //   products         each of the 8 products on one thread, with the kernel this build chose and
@@ -203,6 +205,15 @@ void step_sgd_fused(benchmark::State& state) {
                 [&] { benchmark::DoNotOptimize(nn::sgd_step(p.params, p.X, p.y, kLr, ws)); });
 }
 
+// The classic MLP as a composable model, with the walk-through's parameters.
+const auto kClassic = nn::sequential(nn::dense(784, 512), nn::swish, nn::dense(512, 512), nn::swish,
+                                     nn::dense(512, 10));
+using ClassicParams = nn::params_t<std::remove_cvref_t<decltype(kClassic)>, float>;
+
+ClassicParams classic_params(const std::vector<nn::Dense<float>>& layers) {
+  return {layers[0], {}, layers[1], {}, layers[2]};
+}
+
 template <class Opt>
 void step_optax(benchmark::State& state, const Opt& opt) {
   set_threads(static_cast<int>(state.range(1)));
@@ -216,14 +227,35 @@ void step_optax(benchmark::State& state, const Opt& opt) {
   });
 }
 
+// nn::train_step of the composable model, as a user writes the step.
+template <class Opt>
+void step_train(benchmark::State& state, const Opt& opt) {
+  set_threads(static_cast<int>(state.range(1)));
+  Problem p(state.range(0));
+  auto params = classic_params(p.params);
+  auto opt_state = opt.init(params);
+  nn::StepWorkspace<ClassicParams> ws;
+  step_vs_gemms(state, [&] {
+    benchmark::DoNotOptimize(
+        nn::train_step(kClassic, params, p.X, p.y, nn::softmax_cross_entropy, opt, opt_state, ws));
+  });
+}
+
 void step_sgd(benchmark::State& s) {
   step_optax(s, nn::sgd(kLr));
 }
 void step_momentum(benchmark::State& s) {
-  step_optax(s, nn::momentum(kLr, 0.9));
+  step_train(s, nn::momentum(kLr, 0.9));
 }
 void step_adam(benchmark::State& s) {
-  step_optax(s, nn::adam(kLr));
+  step_train(s, nn::adam(kLr));
+}
+void step_adamw(benchmark::State& s) {
+  // Weight decay on the weight matrices only, the usual recipe.
+  const auto weights = [](const ClassicParams& p) {
+    return grove::tree_map([](const auto& leaf) { return leaf.cols() > 1; }, p);
+  };
+  step_train(s, grove::optim::adamw(kLr, 0.9, 0.999, 1e-8, 0.0, 1e-4, weights));
 }
 
 // The same products as plain Eigen code writes them, with Eigen's own threading.
@@ -354,14 +386,6 @@ void products(benchmark::State& state) {
 }
 
 // --- the composable API -----------------------------------------------------------------------
-
-const auto kClassic = nn::sequential(nn::dense(784, 512), nn::swish, nn::dense(512, 512), nn::swish,
-                                     nn::dense(512, 10));
-using ClassicParams = nn::params_t<std::remove_cvref_t<decltype(kClassic)>, float>;
-
-ClassicParams classic_params(const std::vector<nn::Dense<float>>& layers) {
-  return {layers[0], {}, layers[1], {}, layers[2]};
-}
 
 #if defined(GROVE_BENCH_BASELINE)
 namespace old = grove::old_nn;
@@ -504,6 +528,7 @@ BENCHMARK(step_sgd_fused)->Apply(args)->UseManualTime();
 BENCHMARK(step_sgd)->Apply(args)->UseManualTime();
 BENCHMARK(step_momentum)->Apply(args)->UseManualTime();
 BENCHMARK(step_adam)->Apply(args)->UseManualTime();
+BENCHMARK(step_adamw)->Apply(args)->UseManualTime();
 BENCHMARK(gemms_eigen)->Apply(args)->UseRealTime();
 #if defined(GROVE_BENCH_BASELINE)
 BENCHMARK(sequential_sgd)->Apply(args)->UseManualTime();
@@ -581,7 +606,7 @@ int main(int argc, char** argv) {
       const std::string suffix =
           "/batch:" + std::to_string(batch) + "/threads:" + std::to_string(threads);
       const auto eig = collector.rows.find("gemms_eigen" + suffix);
-      for (const char* kind : {"sgd_fused", "sgd", "momentum", "adam"}) {
+      for (const char* kind : {"sgd_fused", "sgd", "momentum", "adam", "adamw"}) {
         const auto it = collector.rows.find(std::string("step_") + kind + suffix);
         if (it == collector.rows.end()) continue;
         const auto& r = it->second;

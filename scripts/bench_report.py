@@ -136,7 +136,7 @@ def mlp_rows(results, notes):
     if data is None:
         notes.append("mlp: no nn.json (bench_nn did not run)")
     else:
-        steps = ["step_sgd_fused", "step_sgd", "step_momentum", "step_adam"]
+        steps = ["step_sgd_fused", "step_sgd", "step_momentum", "step_adam", "step_adamw"]
 
         def order(kv):  # bench_nn's order: the step, then batch and threads as numbers
             parts = kv[0].split("/")

@@ -1,7 +1,8 @@
 // grove::nn's composable models: every layer, activation and loss against central finite
 // differences in double; the fused engine against the layer-by-layer passes; the classic MLP
-// written with nn::sequential against the walk-through's value_and_grad and sgd_step; dropout's
-// masks; a user's own layer; errors.
+// written with nn::sequential against the walk-through's value_and_grad and sgd_step; train_step
+// against value_and_grad and each optimizer's own step; dropout's masks; a user's own layer;
+// errors.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <grove/nn.hpp>
@@ -446,6 +447,108 @@ TEST_CASE("The classic MLP via sequential: today's loss, gradients and sgd_step"
     CHECK(std::get<4>(b).w == a[2].w);
     CHECK(std::get<0>(b).b == a[0].b);
   }
+}
+
+namespace {
+// Whether two trees hold the same numbers, bit for bit (parameters, or optimizer states).
+template <class A>
+bool same_tree(const A& a, const A& b) {
+  bool same = true;
+  grove::tree_for_each(
+      [&](const auto& x, const auto& y) {
+        if constexpr (std::is_arithmetic_v<std::remove_cvref_t<decltype(x)>>)
+          same = same && x == y;
+        else
+          same = same && (x.array() == y.array()).all();
+      },
+      a, b);
+  return same;
+}
+}  // namespace
+
+TEST_CASE("train_step with every optimizer is value_and_grad and the optimizer's step, bit for bit",
+          "[nn][model][optim]") {
+  namespace optim = grove::optim;
+  const auto layers = nn::init_network_params<float>({20, 16, 12, 5}, rnd::key(0), 0.3f);
+  const auto params = classic(layers);
+  using P = std::remove_cvref_t<decltype(params)>;
+  const Eigen::MatrixXf X = nn_test::random_matrix<float>(rnd::key(1), 20, 33);
+  const Eigen::VectorXi y = nn_test::random_labels(rnd::key(2), 33, 5);
+  const auto weights = [](const P& p) {
+    return grove::tree_map([](const auto& leaf) { return leaf.cols() > 1; }, p);
+  };
+  for (const int threads : {1, 2}) {
+    nn_test::ThreadCount scope(threads);
+    // Three steps of train_step against value_and_grad and the optimizer's own step: the same
+    // engine's gradients and the same step, so parameters and states agree exactly (any update
+    // train_step folds into its passes must keep that).
+    auto against_step = [&](const char* name, const auto& tx) {
+      INFO(name << ", threads " << threads);
+      auto stepped = params;
+      auto separate = params;
+      auto s_stepped = tx.init(stepped);
+      auto s_separate = tx.init(separate);
+      nn::StepWorkspace<P> ws;
+      for (int step = 0; step < 3; ++step) {
+        const float l = nn::train_step(classic_model, stepped, X, y, nn::softmax_cross_entropy, tx,
+                                       s_stepped, ws);
+        const auto [want, g] =
+            nn::value_and_grad(classic_model, separate, X, y, nn::softmax_cross_entropy);
+        tx.step(separate, g, s_separate);
+        CHECK(l == want);
+      }
+      CHECK(same_tree(stepped, separate));
+      CHECK(same_tree(s_stepped, s_separate));
+      CHECK_FALSE(same_tree(stepped, params));
+      return s_stepped;
+    };
+    const auto s_adam = against_step("adam", nn::adam(1e-2));
+    CHECK(std::get<0>(s_adam).count == 3);
+    CHECK(std::get<1>(s_adam).count == 3);
+    against_step("momentum", nn::momentum(0.1, 0.9));
+    against_step("nesterov", optim::sgd(optim::exponential_decay(0.1, 1, 0.5), 0.9, true));
+    against_step("adamw", optim::adamw(1e-2, 0.9, 0.999, 1e-8, 0.0, 0.1));
+    against_step("masked adamw", optim::adamw(1e-2, 0.9, 0.999, 1e-8, 0.0, 0.1, weights));
+    against_step("rmsprop", optim::rmsprop(1e-2));
+    against_step("adagrad", optim::adagrad(1e-2));
+    against_step("lion", optim::lion(1e-3));
+    against_step("clip, adam", optim::chain(optim::clip(0.05), optim::adam(1e-2)));
+    against_step("clip_by_global_norm, adam",
+                 optim::chain(optim::clip_by_global_norm(0.5), optim::adam(1e-2)));
+    against_step("multi_steps", optim::multi_steps(optim::adam(1e-2), 2));
+  }
+  // A model the fused engine cannot run (layer_norm).
+  const auto model = nn::sequential(nn::dense(5, 6), nn::tanh, nn::layer_norm(6), nn::dense(6, 3));
+  const auto norm_params = nn::init<double>(model, rnd::key(3));
+  const MatrixXd Xd = random_input(4, 5, 9);
+  const Eigen::VectorXi yd = nn_test::random_labels(rnd::key(5), 9, 3);
+  const auto adam = nn::adam(1e-2);
+  auto stepped = norm_params;
+  auto separate = norm_params;
+  auto s_stepped = adam.init(stepped);
+  auto s_separate = adam.init(separate);
+  nn::StepWorkspace<std::remove_cvref_t<decltype(norm_params)>> nws;
+  for (int step = 0; step < 3; ++step) {
+    nn::train_step(model, stepped, Xd, yd, nn::softmax_cross_entropy, adam, s_stepped, nws);
+    const auto [l, g] = nn::value_and_grad(model, separate, Xd, yd, nn::softmax_cross_entropy);
+    adam.step(separate, g, s_separate);
+  }
+  CHECK(same_tree(stepped, separate));
+  CHECK(std::get<0>(s_stepped).count == 3);
+  // A state of other parameters: the optimizer's error, before anything changes.
+  const auto adam_f = nn::adam(1e-2);
+  auto wrong =
+      adam_f.init(classic(nn::init_network_params<float>({20, 16, 12, 4}, rnd::key(0), 0.3f)));
+  auto kept = params;
+  nn::StepWorkspace<P> ws;
+  CHECK_THROWS_AS(
+      nn::train_step(classic_model, kept, X, y, nn::softmax_cross_entropy, adam_f, wrong, ws),
+      grove::shape_error);
+  CHECK_THROWS_WITH(
+      nn::train_step(classic_model, kept, X, y, nn::softmax_cross_entropy, adam_f, wrong, ws),
+      StartsWith("grove::optim::step: leaf 4"));
+  CHECK(same_tree(kept, params));
+  CHECK(std::get<0>(wrong).count == 0);
 }
 
 TEST_CASE("train_step with sgd on a model the engine cannot fuse: value_and_grad, then the step",
