@@ -15,6 +15,10 @@ target_link_libraries(test_checkpoint_options PRIVATE nlohmann_json::nlohmann_js
 # Sharded checkpoints: Hugging Face's model.safetensors.index.json and its shard files.
 grove_test(test_checkpoint_shards test_checkpoint_shards.cpp)
 target_link_libraries(test_checkpoint_shards PRIVATE nlohmann_json::nlohmann_json)
+# The index read in time and memory linear in its size, near the 100 MB cap (a counting allocator
+# replaces operator new in this executable).
+grove_test(test_checkpoint_index_cost test_checkpoint_index_cost.cpp)
+target_link_libraries(test_checkpoint_index_cost PRIVATE nlohmann_json::nlohmann_json)
 # Layouts of PyTorch and Flax (torch_sequential_names, flax_dense_names, load_options::transpose)
 # and the C++ blocks of docs/checkpoint.md after its program, which must appear in this test.
 grove_test(test_checkpoint_layouts test_checkpoint_layouts.cpp)

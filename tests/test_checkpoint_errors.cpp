@@ -163,6 +163,36 @@ TEST_CASE("checkpoint errors: a header that is not the JSON object safetensors r
       {"\"dtype\" twice"});
 }
 
+TEST_CASE("checkpoint errors: only whitespace may follow the header's JSON, never a NUL") {
+  // nlohmann's lexer takes a NUL for the end of its input: without the check after parsing, the
+  // bytes after a NUL were never read, so a file could hide anything there.
+  const parts p = valid_parts();
+  const std::string header = p.header.dump();
+  for (const std::string& tail : {std::string(1, '\0'), std::string("\0this is not JSON {{{", 21),
+                                  std::string("  \0\0", 4), std::string("\0 ", 2)}) {
+    INFO(json(tail).dump());
+    const auto at = 8 + header.size() + tail.find('\0');
+    expect_malformed(
+        assemble(header + tail, p.data),
+        {"the header's JSON is followed by a NUL byte at file byte " + std::to_string(at) +
+             " (and " + std::to_string(tail.size() - tail.find('\0') - 1) + " more bytes)",
+         "only whitespace may follow the JSON value"});
+  }
+  // A NUL inside the JSON (not after it) is a parse error, as before.
+  std::string inside = header;
+  inside.insert(inside.find("\"w\""), std::string(1, '\0'));
+  expect_malformed(assemble(inside, p.data), {"not valid JSON"});
+  // Whitespace after the JSON, as serde_json (safetensors' reader) and Python's json accept it:
+  // spaces (the specification's padding, and what save writes), tabs, newlines, returns.
+  for (const std::string tail : {"        ", " \t\r\n", "\n"}) {
+    temp_dir dir;
+    write_bytes(dir / "padded.safetensors", assemble(header + tail, p.data));
+    Small s = small_values();
+    io::load_into(dir / "padded.safetensors", s);
+    CHECK(s.w(1, 0) == 40);
+  }
+}
+
 TEST_CASE("checkpoint errors: malformed tensor entries") {
   auto edit = [](auto&& change) {
     parts p = valid_parts();

@@ -327,3 +327,101 @@ TEST_CASE("checkpoint options: inspect lists every dtype of the specification", 
   write_bytes(file, assemble(bad, std::string(2, '\0')));
   CHECK_THROWS_WITH(io::inspect(file), Catch::Contains("needs 4611686018427387904 bytes"));
 }
+
+namespace {
+// numpy's float16 widening (numpy/core/src/npymath/halffloat.c, npy_halfbits_to_floatbits and
+// npy_halfbits_to_doublebits), transcribed as numpy writes it: the oracle for F16 into float and
+// double leaves. A NaN keeps its payload and its quiet bit: a signaling NaN stays signaling.
+std::uint32_t npy_halfbits_to_floatbits(std::uint16_t h) {
+  std::uint16_t h_exp = h & 0x7c00u, h_sig;
+  const std::uint32_t f_sgn = (static_cast<std::uint32_t>(h) & 0x8000u) << 16;
+  switch (h_exp) {
+    case 0x0000u:
+      h_sig = h & 0x03ffu;
+      if (h_sig == 0) return f_sgn;
+      h_sig = static_cast<std::uint16_t>(h_sig << 1);
+      while ((h_sig & 0x0400u) == 0) {
+        h_sig = static_cast<std::uint16_t>(h_sig << 1);
+        h_exp++;
+      }
+      return f_sgn + (static_cast<std::uint32_t>(127 - 15 - h_exp) << 23) +
+             (static_cast<std::uint32_t>(h_sig & 0x03ffu) << 13);
+    case 0x7c00u:
+      return f_sgn + 0x7f800000u + (static_cast<std::uint32_t>(h & 0x03ffu) << 13);
+    default:
+      return f_sgn + ((static_cast<std::uint32_t>(h & 0x7fffu) + 0x1c000u) << 13);
+  }
+}
+std::uint64_t npy_halfbits_to_doublebits(std::uint16_t h) {
+  std::uint16_t h_exp = h & 0x7c00u, h_sig;
+  const std::uint64_t d_sgn = (static_cast<std::uint64_t>(h) & 0x8000u) << 48;
+  switch (h_exp) {
+    case 0x0000u:
+      h_sig = h & 0x03ffu;
+      if (h_sig == 0) return d_sgn;
+      h_sig = static_cast<std::uint16_t>(h_sig << 1);
+      while ((h_sig & 0x0400u) == 0) {
+        h_sig = static_cast<std::uint16_t>(h_sig << 1);
+        h_exp++;
+      }
+      return d_sgn + (static_cast<std::uint64_t>(1023 - 15 - h_exp) << 52) +
+             (static_cast<std::uint64_t>(h_sig & 0x03ffu) << 42);
+    case 0x7c00u:
+      return d_sgn + 0x7ff0000000000000ull + (static_cast<std::uint64_t>(h & 0x03ffu) << 42);
+    default:
+      return d_sgn + ((static_cast<std::uint64_t>(h & 0x7fffu) + 0xfc000u) << 42);
+  }
+}
+// BF16 is the top half of an F32; into a double, widened as numpy widens float16: the F32 bits
+// field by field (sign, exponent rebiased, mantissa shifted), a NaN's quiet bit kept.
+std::uint64_t bf16_bits_to_doublebits(std::uint16_t b) {
+  const std::uint64_t sign = static_cast<std::uint64_t>(b >> 15) << 63;
+  const std::uint64_t e = (b >> 7) & 0xffu, m = b & 0x7fu;
+  if (e == 0xff) return sign | (std::uint64_t{0x7ff} << 52) | (m << 45);
+  if (e != 0) return sign | ((e - 127 + 1023) << 52) | (m << 45);
+  if (m == 0) return sign;
+  // Subnormal: m * 2^-133, exactly, as a double (which holds it as a normal number).
+  return sign | std::bit_cast<std::uint64_t>(std::ldexp(static_cast<double>(m), -133));
+}
+}  // namespace
+
+TEST_CASE("checkpoint options: every F16 and BF16 widens into float and double bit for bit",
+          "[checkpoint]") {
+  // All 65,536 patterns of each, in a file written from the specification, loaded into float and
+  // double leaves and compared bit for bit with numpy's widening, signaling NaNs included (a
+  // conversion through a double, or through the FPU, would set their quiet bit).
+  temp_dir dir;
+  std::string bits;
+  for (std::uint32_t h = 0; h < 0x10000; ++h) {
+    bits.push_back(static_cast<char>(h & 0xff));
+    bits.push_back(static_cast<char>(h >> 8));
+  }
+  write_safetensors(dir / "all.safetensors",
+                    {{"f16", "F16", {0x10000}, bits}, {"bf16", "BF16", {0x10000}, bits}});
+  using VF = Eigen::VectorXf;
+  using VD = Eigen::VectorXd;
+  std::map<std::string, VF> floats{{"f16", VF::Zero(0x10000)}, {"bf16", VF::Zero(0x10000)}};
+  std::map<std::string, VD> doubles{{"f16", VD::Zero(0x10000)}, {"bf16", VD::Zero(0x10000)}};
+  io::load_into(dir / "all.safetensors", floats);
+  io::load_into(dir / "all.safetensors", doubles);
+  // A scalar leaf goes through the same conversion one element at a time.
+  std::map<std::string, float> one{{"f16", 0.0f}};
+  write_safetensors(dir / "one.safetensors", {{"f16", "F16", {}, std::string("\x01\x7c", 2)}});
+  io::load_into(dir / "one.safetensors", one);
+  CHECK(std::bit_cast<std::uint32_t>(one["f16"]) == 0x7f802000u);  // numpy's, still signaling
+
+  long differ = 0;
+  for (std::uint32_t h = 0; h < 0x10000; ++h) {
+    const auto b = static_cast<std::uint16_t>(h);
+    const auto k = static_cast<Eigen::Index>(h);
+    const bool ok =
+        std::bit_cast<std::uint32_t>(floats["f16"](k)) == npy_halfbits_to_floatbits(b) &&
+        std::bit_cast<std::uint64_t>(doubles["f16"](k)) == npy_halfbits_to_doublebits(b) &&
+        std::bit_cast<std::uint32_t>(floats["bf16"](k)) == (h << 16) &&
+        std::bit_cast<std::uint64_t>(doubles["bf16"](k)) == bf16_bits_to_doublebits(b) &&
+        std::bit_cast<std::uint64_t>(d::f16_to_double(b)) == npy_halfbits_to_doublebits(b) &&
+        std::bit_cast<std::uint64_t>(d::bf16_to_double(b)) == bf16_bits_to_doublebits(b);
+    if (!ok && ++differ <= 5) UNSCOPED_INFO("16-bit pattern " << h << " differs");
+  }
+  CHECK(differ == 0);
+}

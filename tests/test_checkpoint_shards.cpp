@@ -439,3 +439,80 @@ TEST_CASE("two small tensors load from a sparse 4 GiB file, alone or as a shard,
     }
   }
 }
+
+TEST_CASE("an index's JSON may be followed by whitespace, never by a NUL and more",
+          "[checkpoint][shards]") {
+  Sharded s;
+  s.write();
+  const std::string text = json{{"weight_map", s.weight_map}}.dump(2);
+  // Hugging Face ends the file with a newline; JSON's whitespace is accepted, as json.loads and
+  // serde_json accept it.
+  write_bytes(s.index, text + "\n \t\r\n");
+  Model m = blank();
+  io::load_into(s.index, m);
+  check_loaded(m);
+  // nlohmann's lexer takes a NUL for the end of its input; grove refuses what follows it.
+  write_bytes(s.index, text + std::string("\n\0this is not JSON {{{", 22));
+  check_refused(s.index,
+                "model.safetensors.index.json: the index's JSON is followed by a NUL byte "
+                "at file byte " +
+                    std::to_string(text.size() + 1) + " (and 20 more bytes)");
+  write_bytes(s.index, text + std::string(1, '\0'));
+  check_refused(s.index, "only whitespace may follow the JSON value");
+  CHECK_THROWS_AS(io::inspect(s.index), io::format_error);
+  write_bytes(s.index, text + "xyz");
+  check_refused(s.index, "the index is not valid JSON");
+}
+
+TEST_CASE("an index's metadata: strings as they are, other values as compact JSON text",
+          "[checkpoint][shards]") {
+  Sharded s;
+  s.write();
+  const std::string map = json{{"weight_map", s.weight_map}}.dump().substr(1);  // "weight_map"...
+  write_bytes(s.index,
+              R"({"metadata": {"total_size": 46, "neg": -3, "x": 1.5, "t": true, "n": null,
+                   "s": "a\"b", "list": [1, "a\u00e9", {"b": null, "c": 2.0}], "m": {"k": [false]}, "o": {},
+                   "grove.version": "9"}, "other": {"k": [{"a": 1}, {"a": 2}]}, )" +
+                  map);
+  const auto info = io::inspect(s.index);
+  CHECK(info.metadata == io::metadata{{"total_size", "46"},
+                                      {"neg", "-3"},
+                                      {"x", "1.5"},
+                                      {"t", "true"},
+                                      {"n", "null"},
+                                      {"s", "a\"b"},
+                                      {"list", "[1,\"a\xc3\xa9\",{\"b\":null,\"c\":2.0}]"},
+                                      {"m", "{\"k\":[false]}"},
+                                      {"o", "{}"}});
+  // A key may appear once in each object, however the objects nest; reserved keys too.
+  const std::vector<std::pair<std::string, std::string>> twice = {
+      {R"({"metadata": {"grove.x": "1", "grove.x": "2"}, )", "\"grove.x\" twice"},
+      {R"({"metadata": {"a": {"k": 1, "k": 2}}, )", "\"k\" twice"},
+      {R"({"metadata": {"a": [{"k": 1}, {"j": 1, "k": null, "k": 2}]}, )", "\"k\" twice"},
+      {R"({"other": {"k": 1, "k": 1}, )", "\"k\" twice"},
+      {R"({"other": [{"a": {"k": 1, "k": 1}}], )", "\"k\" twice"},
+      {R"({"metadata": {"a": 1, "a": [1]}, )", "\"a\" twice"},
+      {R"({"metadata": {"a": [[[1]]]}, )", "nests deeper than 4 levels"},
+      {R"({"other": [[[[1]]]], )", "nests deeper than 4 levels"},
+      {R"({"weight_map": {"step": {}}, )", "weight_map entry \"step\" is object, not the name"},
+      {R"({"weight_map": "x", )", "the index's \"weight_map\" is string, not an object"},
+      {R"({"metadata": 1, )", "the index's \"metadata\" is number, not an object"},
+  };
+  for (const auto& [start, needle] : twice) {
+    INFO(start);
+    write_bytes(s.index, start + map);
+    check_refused(s.index, needle);
+  }
+  for (const char* root : {"\"x\"", "null", "1", "true"}) {
+    write_bytes(s.index, root);
+    check_refused(s.index, std::string("the index is ") +
+                               (root[0] == '"'   ? "string"
+                                : root[0] == 'n' ? "null"
+                                : root[0] == '1' ? "number"
+                                                 : "boolean") +
+                               ", not an object with \"weight_map\"");
+  }
+  // Nested two levels inside a metadata value is the most there is room for, and loads.
+  write_bytes(s.index, R"({"metadata": {"a": [[1]]}, )" + map);
+  CHECK(io::inspect(s.index).metadata.at("a") == "[[1]]");
+}

@@ -3,8 +3,12 @@
 #include <zlib.h>
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <Eigen/Core>
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <grove/io/idx.hpp>
@@ -290,4 +294,78 @@ TEST_CASE("Files that cannot be read raise std::system_error", "[io][idx]") {
     CHECK(e.code() == std::errc::is_a_directory);
     CHECK_THAT(e.what(), Contains("cannot read"));
   }
+}
+
+TEST_CASE("A gzip file that inflates to more than its header declares is refused early",
+          "[io][idx]") {
+  // A gzip bomb: 10 labels as the header declares, then 64 MiB of zeros (some 64 KB of gzip).
+  // The excess is refused as soon as 1 MiB of it has been inflated, without allocating for it
+  // and without inflating the rest.
+  TempDir dir;
+  Bytes b = labels_file({1, 2, 3, 4, 5, 6, 7, 8, 9, 0});
+  b.resize(b.size() + (std::size_t{64} << 20), 0);
+  write_gzip(dir / "bomb.gz", b);
+  REQUIRE(fs::file_size(dir / "bomb.gz") < (std::size_t{1} << 20));
+  const std::string message = format_problem(dir / "bomb.gz", labels_reader);
+  CHECK_THAT(message, Contains("unexpected data after the end: the header describes 10 elements "
+                               "of type unsigned byte (0x08) (18 bytes in all) but more than "
+                               "1048576 more bytes follow at byte 18 of the decompressed data "
+                               "(decompressed no further: the data inflates to more than the "
+                               "header declares)"));
+  // A plain file says exactly how much follows, however much (a sparse 4 GiB tail, not read).
+  write_plain(dir / "long", labels_file({1, 2}));
+  REQUIRE(::truncate((dir / "long").c_str(), (off_t{1} << 32) + 10) == 0);
+  CHECK_THAT(format_problem(dir / "long", labels_reader),
+             Contains("(10 bytes in all) but 4294967296 more bytes follow at byte 10"));
+  // A header declaring more than the cap is refused before anything is allocated for it.
+  write_gzip(dir / "claim.gz", header(0x08, {0xFFFFFFFFu, 28, 28}));
+  CHECK_THAT(format_problem(dir / "claim.gz", images_reader),
+             Contains("3367254359280 data bytes, more than the limit of 2147483648 bytes"));
+}
+
+TEST_CASE("An MNIST directory whose files cannot be looked at is not reported as missing",
+          "[io][idx]") {
+  // A link loop where a file should be: the system's answer is ELOOP, not "no such file" (this
+  // runs as any user, root included; the EACCES case below needs one whom permissions stop).
+  TempDir dir;
+  fs::create_symlink("train-images-idx3-ubyte.gz", dir / "train-images-idx3-ubyte.gz");
+  try {
+    io::load_mnist<float>(dir.path);
+    FAIL("no error");
+  } catch (const io::file_error& e) {
+    CHECK(e.code() == std::errc::too_many_symbolic_link_levels);
+    CHECK_THAT(e.what(), Contains("grove::io: cannot look for train-images-idx3-ubyte.gz or "
+                                  "train-images-idx3-ubyte in " +
+                                  dir.path.string() + ": cannot read " +
+                                  (dir / "train-images-idx3-ubyte.gz").string() + ": " +
+                                  std::strerror(ELOOP)));
+    CHECK_THAT(e.what(), !Contains("has neither"));
+  }
+}
+
+// Hidden from the test list: ctest runs it as an unprivileged user (tests/io.cmake), since
+// permission bits do not stop root.
+TEST_CASE("A data directory the user may not read is reported as unreadable, with the reason",
+          "[.][unprivileged]") {
+  if (::geteuid() == 0) {
+    WARN(
+        "skipped: as root, permission bits do not stop reading; ctest runs this case as uid "
+        "65534 through setpriv");
+    return;
+  }
+  TempDir dir;
+  write_gzip(dir / "train-images-idx3-ubyte.gz", images_file(1, 2, 2));
+  fs::permissions(dir.path, fs::perms::owner_read | fs::perms::owner_write);  // no search (x)
+  try {
+    io::load_mnist<float>(dir.path);
+    FAIL("no error");
+  } catch (const io::file_error& e) {
+    CHECK(e.code() == std::errc::permission_denied);
+    CHECK_THAT(e.what(), Contains("cannot look for train-images-idx3-ubyte.gz or "
+                                  "train-images-idx3-ubyte in " +
+                                  dir.path.string()) &&
+                             Contains(std::strerror(EACCES)));
+    CHECK_THAT(e.what(), !Contains("has neither"));
+  }
+  fs::permissions(dir.path, fs::perms::owner_all);  // so that TempDir can remove it
 }

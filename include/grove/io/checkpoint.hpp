@@ -218,27 +218,60 @@ concept array_leaf = eigen_leaf<L> || tensor_leaf<L>;
 
 // --- 16-bit floats, bit by bit (independent of the compiler's and Eigen's conversions) ----------
 
-// An F16 value, exactly, as a double: NaN keeps its sign and payload, -0 its sign, subnormals
-// their value.
-inline double f16_to_double(std::uint16_t h) noexcept {
-  const std::uint64_t sign = static_cast<std::uint64_t>(h >> 15) << 63;
-  const unsigned exponent = (h >> 10) & 0x1f;
-  const std::uint64_t mantissa = h & 0x3ffu;
-  std::uint64_t bits;
-  if (exponent == 0x1f) {
-    bits = sign | (std::uint64_t{0x7ff} << 52) | (mantissa << 42);
-  } else if (exponent == 0) {
-    const double magnitude = std::ldexp(static_cast<double>(mantissa), -24);
-    bits = std::bit_cast<std::uint64_t>(magnitude) | sign;
-  } else {
-    bits = sign | (std::uint64_t{exponent - 15 + 1023} << 52) | (mantissa << 42);
+// A binary floating-point format's bits (`from_mantissa` stored mantissa bits, `from_exponent`
+// exponent bits) widened exactly to a wider format's, in integer arithmetic only, as numpy's
+// npy_halfbits_to_floatbits and npy_halfbits_to_doublebits widen float16: a NaN keeps its sign,
+// its payload (shifted to the top of the wider mantissa) and its quiet bit, so a signaling NaN
+// stays signaling (a conversion through the FPU would quiet it, and whether the compiler folds
+// such a round trip away depends on the optimisation level); -0 keeps its sign; a subnormal
+// becomes the normal number of the same value. The wider format must have more exponent bits.
+template <int from_mantissa, int from_exponent, int to_mantissa, int to_exponent>
+constexpr std::uint64_t widen_float_bits(std::uint64_t bits) noexcept {
+  static_assert(to_mantissa >= from_mantissa && to_exponent > from_exponent);
+  constexpr std::uint64_t mantissa_mask = (std::uint64_t{1} << from_mantissa) - 1;
+  constexpr std::uint64_t exponent_all = (std::uint64_t{1} << from_exponent) - 1;
+  constexpr std::int64_t from_bias = (std::int64_t{1} << (from_exponent - 1)) - 1;
+  constexpr std::int64_t to_bias = (std::int64_t{1} << (to_exponent - 1)) - 1;
+  const std::uint64_t sign = (bits >> (from_mantissa + from_exponent)) & 1u;
+  const std::uint64_t exponent = (bits >> from_mantissa) & exponent_all;
+  std::uint64_t mantissa = bits & mantissa_mask;
+  std::uint64_t out_exponent = 0;
+  if (exponent == exponent_all) {  // infinity or NaN: all ones, and the payload as it is
+    out_exponent = (std::uint64_t{1} << to_exponent) - 1;
+  } else if (exponent != 0) {
+    out_exponent =
+        static_cast<std::uint64_t>(static_cast<std::int64_t>(exponent) - from_bias + to_bias);
+  } else if (mantissa != 0) {  // subnormal: normalise, moving the leading 1 out of the field
+    std::int64_t e = 1 - from_bias;
+    while ((mantissa & (mantissa_mask + 1)) == 0) {
+      mantissa <<= 1;
+      --e;
+    }
+    mantissa &= mantissa_mask;
+    out_exponent = static_cast<std::uint64_t>(e + to_bias);
   }
-  return std::bit_cast<double>(bits);
+  return (sign << (to_mantissa + to_exponent)) | (out_exponent << to_mantissa) |
+         (mantissa << (to_mantissa - from_mantissa));
 }
 
-// A BF16 value, exactly: the upper half of an F32.
+// An F16 value's F32 bits, exactly (numpy's npy_halfbits_to_floatbits).
+constexpr std::uint32_t f16_to_float_bits(std::uint16_t h) noexcept {
+  return static_cast<std::uint32_t>(widen_float_bits<10, 5, 23, 8>(h));
+}
+// A BF16 value's F32 bits: BF16 is the upper half of an F32.
+constexpr std::uint32_t bf16_to_float_bits(std::uint16_t b) noexcept {
+  return std::uint32_t{b} << 16;
+}
+
+// An F16 value, exactly, as a double (numpy's npy_halfbits_to_doublebits): NaN keeps its sign,
+// payload and quiet bit, -0 its sign, subnormals their value.
+inline double f16_to_double(std::uint16_t h) noexcept {
+  return std::bit_cast<double>(widen_float_bits<10, 5, 52, 11>(h));
+}
+
+// A BF16 value, exactly, as a double, widened as F16 is (a signaling NaN stays signaling).
 inline double bf16_to_double(std::uint16_t b) noexcept {
-  return static_cast<double>(std::bit_cast<float>(std::uint32_t{b} << 16));
+  return std::bit_cast<double>(widen_float_bits<7, 8, 52, 11>(b));
 }
 
 // `x` rounded to the nearest value of a binary format with `mantissa_bits` stored mantissa bits,
@@ -443,6 +476,18 @@ void for_each_row_major(const L& leaf, F&& f) {
 template <class S>
 void convert_elements(const std::byte* in, dtype from, std::size_t first, std::size_t count,
                       S* out) noexcept {
+  if constexpr (std::is_same_v<S, float>) {
+    // 16-bit floats into float leaves bit by bit, not through a double: converting a double NaN
+    // to float quiets a signaling one.
+    if (from == dtype::F16 || from == dtype::BF16) {
+      const bool f16 = from == dtype::F16;
+      for (std::size_t k = 0; k < count; ++k) {
+        const auto h = load_native<std::uint16_t>(in, first + k);
+        out[k] = std::bit_cast<float>(f16 ? f16_to_float_bits(h) : bf16_to_float_bits(h));
+      }
+      return;
+    }
+  }
   with_elements(from, in, [&](auto get) {
     using V = decltype(get(0));
     if constexpr (std::is_same_v<V, double> == (std::is_floating_point_v<S> || half_scalar<S>)) {

@@ -11,10 +11,16 @@
 // FIFO, a device: never waited on), raises grove::io::file_error (a std::system_error); a
 // malformed one raises grove::io::format_error, whose message names the function, the file, what
 // is wrong and where: a wrong magic number, an unknown type code, a truncated header or data
-// (with the offset where the data ends and how much the header promised), bytes after the data,
-// corrupt or truncated gzip data (the CRC-32 and length trailer included), bytes after the gzip
-// stream that are not another gzip member, images and labels of different counts, a label
-// outside the class range, more data than the cap (default_max_idx_bytes, overridable).
+// (with the offset where the data ends and how much the header promised), bytes after the data
+// (a gzip file that inflates to more than its header declares is refused after at most 1 MiB
+// more, however much more it holds), corrupt or truncated gzip data (the CRC-32 and length
+// trailer included), bytes after the gzip stream that are not another gzip member, images and
+// labels of different counts, a label outside the class range, a header declaring more data than
+// the cap (default_max_idx_bytes, overridable; refused before anything is allocated).
+//
+// Memory: what the header declares, at most, and no more than the data that has arrived (a
+// gzip file is read into memory that grows as it inflates), so that neither a header's claim
+// nor a gzip bomb allocates more than the file really holds up to what its header declares.
 #pragma once
 
 #include <zlib.h>
@@ -428,17 +434,34 @@ inline std::vector<std::uint8_t> read_all_data(idx_stream& in, const idx_header&
   return out;
 }
 
+// How much decompressed data after the end expect_end reads to say how much there is: a gzip
+// bomb (a few kilobytes that inflate to terabytes) is refused after this much, not after all of
+// it has been decompressed.
+inline constexpr std::uint64_t max_idx_excess_counted = std::uint64_t{1} << 20;
+
+// Refuses data after what the header describes: the file must end there (for a gzip file, the
+// decompressed data must be exactly the size the header declares). Nothing is allocated for the
+// excess, and at most max_idx_excess_counted bytes of it are decompressed.
 inline void expect_end(idx_stream& in, const idx_header& h) {
-  unsigned char extra[256];
-  const std::size_t got = in.read(extra, sizeof extra);
-  if (got > 0) {
-    std::uint64_t more = got;
-    for (std::size_t r; (r = in.read(extra, sizeof extra)) > 0;) more += r;
-    in.fail("unexpected data after the end: the header describes " + h.describe() + " (" +
-            std::to_string(h.header_bytes + h.data_bytes()) + " bytes in all) but " +
-            std::to_string(more) + " more bytes follow, from " +
-            in.where(h.header_bytes + h.data_bytes()));
-  }
+  unsigned char extra[4096];
+  std::uint64_t more = 0;
+  for (std::size_t r; more <= max_idx_excess_counted && (r = in.read(extra, sizeof extra)) > 0;)
+    more += r;
+  if (more == 0) return;
+  const std::uint64_t end = h.header_bytes + h.data_bytes();
+  std::string how_much;
+  if (!in.compressed())
+    how_much = std::to_string(in.file_size() > end ? in.file_size() - end : more);
+  else if (more > max_idx_excess_counted)
+    how_much = "more than " + std::to_string(max_idx_excess_counted);
+  else
+    how_much = std::to_string(more);
+  in.fail("unexpected data after the end: the header describes " + h.describe() + " (" +
+          std::to_string(end) + " bytes in all) but " + how_much + " more bytes follow " +
+          in.where(end) +
+          (in.compressed() && more > max_idx_excess_counted
+               ? " (decompressed no further: the data inflates to more than the header declares)"
+               : ""));
 }
 
 template <class S>
@@ -620,7 +643,9 @@ struct MnistSplits {
 
 /// The path of `name` (.gz first, then plain) in `dir`: the first that exists and is not a
 /// directory (a FIFO or a device is found here and refused when it is read). file_error
-/// (ENOENT) naming both when neither exists; file_error (ENOTDIR) when `dir` is not a directory.
+/// (ENOENT) naming both when neither exists; file_error (ENOTDIR) when `dir` is not a directory;
+/// file_error with the system's own error (EACCES for a directory the user may not read, ELOOP,
+/// EIO...) when whether a file exists cannot be told.
 inline std::filesystem::path find_idx_file(const std::filesystem::path& dir,
                                            const std::string& name) {
   std::error_code ec;
@@ -634,6 +659,12 @@ inline std::filesystem::path find_idx_file(const std::filesystem::path& dir,
   for (const auto& candidate : {dir / (name + ".gz"), dir / name}) {
     const auto st = std::filesystem::status(candidate, ec);
     if (std::filesystem::exists(st) && !std::filesystem::is_directory(st)) return candidate;
+    // Not "missing" unless the system says so: a directory the user may not search (EACCES), a
+    // link loop (ELOOP) or an I/O error is reported as what it is.
+    if (ec && st.type() != std::filesystem::file_type::not_found)
+      throw file_error(ec, "grove::io: cannot look for " + name + ".gz or " + name + " in " +
+                               detail::quoted_path(dir) + ": cannot read " +
+                               detail::quoted_path(candidate));
   }
   throw file_error(
       std::make_error_code(std::errc::no_such_file_or_directory),

@@ -537,6 +537,21 @@ inline void check_grove_metadata(const header& h, const reading& ctx) {
   }
 }
 
+// Refuses anything but whitespace after a JSON text's value. nlohmann's lexer takes a NUL byte
+// for the end of the input, so a text the parser accepted may hold a NUL and anything at all
+// after its value: the first NUL is then the first byte after the value and the whitespace that
+// follows it (a NUL inside a string, or before the value ends, is a parse error). `what` names
+// the text ("the header", "the index"), `first_byte` is the text's offset in its file.
+inline void check_nothing_after_json(std::string_view text, std::uint64_t first_byte,
+                                     std::string_view what, const reading& ctx) {
+  const auto nul = text.find('\0');
+  if (nul == std::string_view::npos) return;
+  ctx.fail(std::string(what) + "'s JSON is followed by a NUL byte at file byte " +
+           std::to_string(first_byte + nul) + " (and " + std::to_string(text.size() - nul - 1) +
+           " more bytes); only whitespace may follow the JSON value (safetensors pads with "
+           "spaces)");
+}
+
 // Parses and validates the whole header: its JSON, every tensor entry, the tiling of the data
 // buffer (of `data_size` bytes at file offset `data_start`) and grove's metadata.
 inline header parse_header(std::string_view text, std::uint64_t data_start, std::uint64_t data_size,
@@ -549,6 +564,7 @@ inline header parse_header(std::string_view text, std::uint64_t data_start, std:
   h.data_size = data_size;
   header_parser parser(h, ctx);
   nlohmann::json::sax_parse(text.begin(), text.end(), &parser);
+  check_nothing_after_json(text, 8, "the header", ctx);
   check_tiling(h, ctx);
   check_grove_metadata(h, ctx);
   return h;
