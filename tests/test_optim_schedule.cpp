@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <grove/optim.hpp>
 #include <numbers>
+#include <string>
 
 namespace optim = grove::optim;
 using Catch::Matchers::StartsWith;
@@ -165,4 +166,82 @@ TEST_CASE("Schedules reject what optax falls back from", "[optim][schedule][erro
   throws([] { return optim::join_schedules({optim::Schedule(1.0)}, {3}); },
          "grove::optim::join_schedules: expects one boundary fewer than schedules, got 1 "
          "schedules and 1 boundaries");
+}
+
+TEST_CASE("Schedules refuse values that are not finite and powers that are not positive",
+          "[optim][schedule][errors]") {
+  // Each of these gave NaN or infinite learning rates, or (an infinite transition_steps) a
+  // schedule that never changes.
+  auto throws = [](auto make, const std::string& message) {
+    CHECK_THROWS_AS(make(), grove::argument_error);
+    CHECK_THROWS_WITH(make(), Catch::Matchers::Equals("grove::optim::" + message));
+  };
+  const double inf = INFINITY, nan = NAN;
+  throws([&] { return optim::constant_schedule(nan); },
+         "constant_schedule: value must be finite, got nan");
+  throws([&] { return optim::linear_schedule(inf, 0, 5); },
+         "linear_schedule: init_value must be finite, got inf");
+  throws([&] { return optim::linear_schedule(1, -inf, 5); },
+         "linear_schedule: end_value must be finite, got -inf");
+  throws([&] { return optim::polynomial_schedule(nan, 0, 2, 5); },
+         "polynomial_schedule: init_value must be finite, got nan");
+  throws([&] { return optim::polynomial_schedule(1, nan, 2, 5); },
+         "polynomial_schedule: end_value must be finite, got nan");
+  throws([&] { return optim::polynomial_schedule(1, 0, -1, 5); },
+         "polynomial_schedule: power must be positive, got -1");
+  throws([&] { return optim::polynomial_schedule(1, 0, 0, 5); },
+         "polynomial_schedule: power must be positive, got 0");
+  throws([&] { return optim::polynomial_schedule(1, 0, inf, 5); },
+         "polynomial_schedule: power must be finite, got inf");
+  throws([&] { return optim::exponential_decay(nan, 10, 0.9); },
+         "exponential_decay: init_value must be finite, got nan");
+  throws([&] { return optim::exponential_decay(1e-3, inf, 0.5); },
+         "exponential_decay: transition_steps must be finite, got inf");
+  throws([&] { return optim::exponential_decay(1e-3, 10, inf); },
+         "exponential_decay: decay_rate must be finite, got inf");
+  throws([&] { return optim::exponential_decay(1e-3, 10, nan); },
+         "exponential_decay: decay_rate must be finite, got nan");
+  throws([&] { return optim::exponential_decay(1e-3, 10, 0.5, 0, false, nan); },
+         "exponential_decay: end_value must be finite, got nan");
+  throws([&] { return optim::cosine_decay_schedule(inf, 10); },
+         "cosine_decay_schedule: init_value must be finite, got inf");
+  throws([&] { return optim::cosine_decay_schedule(1, 10, nan); },
+         "cosine_decay_schedule: alpha must be finite, got nan");
+  throws([&] { return optim::cosine_decay_schedule(1, 10, 0, -2); },
+         "cosine_decay_schedule: exponent must be positive, got -2");
+  throws([&] { return optim::warmup_cosine_decay_schedule(nan, 1, 2, 10); },
+         "warmup_cosine_decay_schedule: init_value must be finite, got nan");
+  throws([&] { return optim::warmup_cosine_decay_schedule(0, inf, 2, 10); },
+         "warmup_cosine_decay_schedule: peak_value must be finite, got inf");
+  throws([&] { return optim::warmup_cosine_decay_schedule(0, 1, 2, 10, -inf); },
+         "warmup_cosine_decay_schedule: end_value must be finite, got -inf");
+  throws([&] { return optim::warmup_cosine_decay_schedule(0, 1, 2, 10, 0, -1); },
+         "warmup_cosine_decay_schedule: exponent must be positive, got -1");
+  throws([&] { return optim::warmup_cosine_decay_schedule(0, 1e-300, 2, 10, 1e300); },
+         "warmup_cosine_decay_schedule: end_value / peak_value must be finite, got 1e+300 / "
+         "1e-300");
+  throws(
+      [&] {
+        return optim::piecewise_constant_schedule(nan, {{3, 0.5}});
+      },
+      "piecewise_constant_schedule: init_value must be finite, got nan");
+  throws(
+      [&] {
+        return optim::piecewise_constant_schedule(1, {{3, inf}});
+      },
+      "piecewise_constant_schedule: scales must be finite, got inf at boundary 3");
+  throws(
+      [&] {
+        return optim::piecewise_constant_schedule(1, {{5, 1e200}, {3, 1e200}});
+      },
+      "piecewise_constant_schedule: the value from boundary 5 on, init_value times the scales "
+      "so far, overflows to inf");
+  throws(
+      [&] {
+        return optim::join_schedules({0.1, optim::Schedule(nan)}, {3});
+      },
+      "join_schedules: schedules[1] must be finite, got nan");
+  // The largest finite values are fine.
+  CHECK(optim::exponential_decay(1e-3, 1e6, 0.5)(10) < 1e-3);
+  check_close(optim::piecewise_constant_schedule(1, {{3, 1e200}, {5, 1e-200}})(6), 1.0);
 }

@@ -6,6 +6,10 @@
 #include <cmath>
 #include <cstdint>
 #include <grove/optim.hpp>
+#include <limits>
+#include <map>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "optim_fixtures.hpp"
@@ -269,4 +273,168 @@ TEST_CASE("A user's transformation composes with grove's", "[optim][transform]")
   Vec expected = flat(params0());
   for (int t = 0; t < steps; ++t) expected -= flat(grads_at(t));
   CHECK(close(flat(c), expected));
+}
+
+// --- what a step refuses of its state and its trees, before anything changes -------------------
+
+namespace {
+using Catch::Matchers::Equals;
+using Catch::Matchers::StartsWith;
+constexpr std::int64_t int64_max = std::numeric_limits<std::int64_t>::max();
+
+// tx.step(params, grads, state) throws E with exactly `message`, and leaves params and state as
+// they were; tx.update throws the same with grove::optim::update.
+template <class E, class Tx, class P, class State>
+void refused(const Tx& tx, const P& params, const P& grads, const State& state,
+             const std::string& message) {
+  P p = params;
+  State s = state;
+  CHECK_THROWS_AS(tx.step(p, grads, s), E);
+  CHECK_THROWS_WITH(tx.step(p, grads, s), Equals("grove::optim::step: " + message));
+  CHECK(optim_test::same_leaves(p, params));
+  CHECK(optim_test::same_leaves(s, state));
+  CHECK_THROWS_AS(tx.update(grads, state, params), E);
+  CHECK_THROWS_WITH(tx.update(grads, state, params), Equals("grove::optim::update: " + message));
+}
+}  // namespace
+
+TEST_CASE("A step refuses a count it cannot advance (INT64_MAX, negative)", "[optim][errors]") {
+  // A checkpoint may hold any count: INT64_MAX + 1 is signed overflow (UBSan aborts here without
+  // the check), a negative count a NaN bias correction.
+  const Tree params = params0(), grads = grads_at(0);
+  const std::string range = ", outside [0, 9223372036854775807): a step adds 1 to it";
+  const auto adam = optim::adam(0.1);
+  for (const std::int64_t bad : {int64_max, std::int64_t{-2}, std::int64_t{-1}}) {
+    INFO("count " << bad);
+    auto state = adam.init(params);
+    std::get<0>(state).count = bad;
+    refused<grove::argument_error>(
+        adam, params, grads, state,
+        "the optimizer state's leaf [0].count is " + std::to_string(bad) + range);
+    state = adam.init(params);
+    std::get<1>(state).count = bad;  // the learning rate's count
+    refused<grove::argument_error>(
+        adam, params, grads, state,
+        "the optimizer state's leaf [1].count is " + std::to_string(bad) + range);
+  }
+  const auto sgd = optim::sgd(optim::exponential_decay(0.1, 10, 0.5));
+  auto s = sgd.init(params);
+  std::get<0>(s).count = int64_max;
+  refused<grove::argument_error>(
+      sgd, params, grads, s, "the optimizer state's leaf [0].count is 9223372036854775807" + range);
+  const auto lion = optim::lion(0.01);
+  auto ls = lion.init(params);
+  std::get<0>(ls).count = -2;
+  refused<grove::argument_error>(lion, params, grads, ls,
+                                 "the optimizer state's leaf [0].count is -2" + range);
+  // A chain that is not fused checks every state before its first transformation runs.
+  const auto unfused = optim::chain(optim::scale_by_adam(), optim::clip_by_global_norm(0.5),
+                                    optim::scale_by_learning_rate(0.1));
+  STATIC_REQUIRE_FALSE(decltype(unfused)::fusable);
+  auto us = unfused.init(params);
+  std::get<2>(us).count = int64_max;
+  refused<grove::argument_error>(
+      unfused, params, grads, us,
+      "the optimizer state's leaf [2].count is 9223372036854775807" + range);
+  // The largest count a step can advance is fine, and so is the one it reaches.
+  auto fine = adam.init(params);
+  std::get<0>(fine).count = int64_max - 2;
+  std::get<1>(fine).count = int64_max - 2;
+  Tree p = params;
+  adam.step(p, grads, fine);
+  CHECK(std::get<0>(fine).count == int64_max - 1);
+  adam.step(p, grads, fine);
+  CHECK(std::get<0>(fine).count == int64_max);
+  CHECK_THROWS_AS(adam.step(p, grads, fine), grove::argument_error);
+}
+
+TEST_CASE("A step refuses a schedule's value that is not finite, before anything changes",
+          "[optim][errors]") {
+  // A user's schedule (or one that overflows: 1e200^2 is inf) gives a NaN or an infinity at
+  // count 2; the step at count 2 is refused, with the value the user's function returned.
+  const Tree params = params0(), grads = grads_at(0);
+  const auto user = [](double bad) {
+    return optim::Schedule([bad](std::int64_t c) { return c < 2 ? 0.1 : bad; });
+  };
+  auto run_to_2 = [&](const auto& tx) {
+    Tree p = params;
+    auto s = tx.init(p);
+    tx.step(p, grads, s);
+    tx.step(p, grads, s);
+    return std::pair{p, s};
+  };
+  const std::string tail =
+      " at count 2 (the optimizer state's leaf [1].count): a step needs a "
+      "finite value";
+  {
+    const auto tx = optim::adam(user(NAN));
+    const auto [p, s] = run_to_2(tx);
+    refused<grove::argument_error>(tx, p, grads, s, "learning_rate is nan" + tail);
+  }
+  {
+    const auto tx = optim::adamw(user(INFINITY), 0.9, 0.999, 1e-8, 0, 1e-4);
+    const auto [p, s] = run_to_2(tx);
+    refused<grove::argument_error>(
+        tx, p, grads, s,
+        "learning_rate is inf at count 2 (the optimizer state's leaf [2].count): a step needs a "
+        "finite value");
+  }
+  {
+    const auto tx = optim::sgd(optim::exponential_decay(1.0, 1, 1e200));
+    const auto [p, s] = run_to_2(tx);
+    refused<grove::argument_error>(
+        tx, p, grads, s,
+        "learning_rate is inf at count 2 (the optimizer state's leaf [0].count): a step needs a "
+        "finite value");
+  }
+  {
+    const auto tx = optim::scale_by_schedule(user(-INFINITY));
+    const auto [p, s] = run_to_2(tx);
+    refused<grove::argument_error>(
+        tx, p, grads, s,
+        "step_size_fn is -inf at count 2 (the optimizer state's leaf .count): a step needs a "
+        "finite value");
+  }
+}
+
+TEST_CASE("A gradient of another shape than its parameter is refused, also of the same size",
+          "[optim][errors]") {
+  // A (3, 2) gradient of a (2, 3) parameter has the parameter's size: applied in memory order it
+  // would update the wrong elements without a word.
+  using Params = std::map<std::string, Eigen::MatrixXd>;
+  const Params params{{"b", Eigen::MatrixXd::Ones(2, 1)}, {"w", Eigen::MatrixXd::Ones(2, 3)}};
+  const Params grads{{"b", Eigen::MatrixXd::Ones(2, 1)}, {"w", Eigen::MatrixXd::Ones(3, 2)}};
+  const std::string message =
+      "leaf 1 (in tree_leaves order) at ['w'] has shape (3, 2) in the gradients and (2, 3) in the "
+      "parameters";
+  const auto adam = optim::adam(0.1);
+  refused<grove::shape_error>(adam, params, grads, adam.init(params), message);
+  const auto sgd = optim::sgd(0.1);
+  refused<grove::shape_error>(sgd, params, grads, sgd.init(params), message);
+  const auto unfused = optim::chain(optim::scale(2.0), optim::clip_by_global_norm(1.0));
+  refused<grove::shape_error>(unfused, params, grads, unfused.init(params), message);
+  // A state of other parameters of the same sizes.
+  const Params transposed{{"b", Eigen::MatrixXd::Ones(2, 1)}, {"w", Eigen::MatrixXd::Ones(3, 2)}};
+  refused<grove::shape_error>(
+      adam, params, params, adam.init(transposed),
+      "leaf 1 (in tree_leaves order) at ['w'] has shape (3, 2) in the optimizer state and (2, 3) "
+      "in the parameters");
+  // apply_updates, and the old case of another size.
+  CHECK_THROWS_AS(optim::apply_updates(params, grads), grove::shape_error);
+  CHECK_THROWS_WITH(optim::apply_updates(params, grads),
+                    Equals("grove::optim::apply_updates: leaf 1 (in tree_leaves order) at ['w'] "
+                           "has shape (3, 2) in the updates and (2, 3) in the parameters"));
+  Params p = params;
+  CHECK_THROWS_WITH(optim::apply_updates_inplace(p, grads),
+                    StartsWith("grove::optim::apply_updates_inplace: leaf 1"));
+  CHECK(optim_test::same_leaves(p, params));
+  const Params longer{{"b", Eigen::MatrixXd::Ones(2, 1)}, {"w", Eigen::MatrixXd::Ones(2, 4)}};
+  refused<grove::shape_error>(adam, params, longer, adam.init(params),
+                              "leaf 1 (in tree_leaves order) at ['w'] has shape (2, 4) in the "
+                              "gradients and (2, 3) in the parameters");
+  // A lone matrix is the root.
+  const Eigen::MatrixXd m = Eigen::MatrixXd::Ones(2, 3), g = Eigen::MatrixXd::Ones(3, 2);
+  refused<grove::shape_error>(sgd, m, g, sgd.init(m),
+                              "leaf 0 (in tree_leaves order) at the root has shape (3, 2) in the "
+                              "gradients and (2, 3) in the parameters");
 }

@@ -290,6 +290,167 @@ TEST_CASE("Bad hyperparameters raise grove::argument_error naming the argument",
          "grove::optim::apply_if_finite: max_consecutive_errors must be >= 0, got -1");
 }
 
+TEST_CASE("Hyperparameters that are not finite raise grove::argument_error naming the argument",
+          "[optim][errors]") {
+  // inf passes `x >= 0`; each of these made the parameters infinite or NaN at the first step.
+  auto throws = [](auto make, const std::string& message) {
+    CHECK_THROWS_AS(make(), grove::argument_error);
+    CHECK_THROWS_WITH(make(), Catch::Matchers::Equals("grove::optim::" + message));
+  };
+  const double inf = INFINITY, nan = NAN;
+  throws([&] { return optim::sgd(inf); }, "sgd: learning_rate must be finite, got inf");
+  throws([&] { return optim::sgd(nan); }, "sgd: learning_rate must be finite, got nan");
+  throws([&] { return optim::sgd(0.1, nan); }, "sgd: momentum must be in [0, 1), got nan");
+  throws([&] { return optim::adam(inf); }, "adam: learning_rate must be finite, got inf");
+  throws([&] { return optim::adam(1e-3, 0.9, 0.999, inf); }, "adam: eps must be finite, got inf");
+  throws([&] { return optim::adam(1e-3, 0.9, 0.999, 1e-8, inf); },
+         "adam: eps_root must be finite, got inf");
+  throws([&] { return optim::adamw(1e-3, 0.9, 0.999, 1e-8, 0, inf); },
+         "adamw: weight_decay must be finite, got inf");
+  throws([&] { return optim::adamw(1e-3, 0.9, 0.999, 1e-8, 0, inf, true); },
+         "adamw: weight_decay must be finite, got inf");
+  throws([&] { return optim::adamw(inf); }, "adamw: learning_rate must be finite, got inf");
+  throws([&] { return optim::rmsprop(inf); }, "rmsprop: learning_rate must be finite, got inf");
+  throws([&] { return optim::rmsprop(0.1, 0.9, inf); }, "rmsprop: eps must be finite, got inf");
+  throws([&] { return optim::rmsprop(0.1, 0.9, 1e-8, inf); },
+         "rmsprop: initial_scale must be finite, got inf");
+  throws([&] { return optim::adagrad(0.1, inf); },
+         "adagrad: initial_accumulator_value must be finite, got inf");
+  throws([&] { return optim::adagrad(0.1, 0.1, nan); }, "adagrad: eps must be finite, got nan");
+  throws([&] { return optim::lion(0.1, 0.9, 0.99, inf); },
+         "lion: weight_decay must be finite, got inf");
+  throws([&] { return optim::lion(0.1, inf); }, "lion: b1 must be in [0, 1), got inf");
+  throws([&] { return optim::scale(inf); }, "scale: step_size must be finite, got inf");
+  throws([&] { return optim::scale(-inf); }, "scale: step_size must be finite, got -inf");
+  throws([&] { return optim::scale_by_schedule(optim::Schedule(nan)); },
+         "scale_by_schedule: step_size_fn must be finite, got nan");
+  throws([&] { return optim::scale_by_learning_rate(inf); },
+         "scale_by_learning_rate: learning_rate must be finite, got inf");
+  throws([&] { return optim::scale_by_learning_rate(inf, false); },
+         "scale_by_learning_rate: learning_rate must be finite, got inf");
+  throws([&] { return optim::scale_by_adam(0.9, 0.999, nan); },
+         "scale_by_adam: eps must be finite, got nan");
+  throws([&] { return optim::scale_by_rms(0.9, inf); },
+         "scale_by_rms: eps must be finite, got inf");
+  throws([&] { return optim::scale_by_rss(inf); },
+         "scale_by_rss: initial_accumulator_value must be finite, got inf");
+  throws([&] { return optim::trace(inf); }, "trace: decay must be in [0, 1), got inf");
+  throws([&] { return optim::add_decayed_weights(inf); },
+         "add_decayed_weights: weight_decay must be finite, got inf");
+  throws([&] { return optim::add_decayed_weights(nan, true); },
+         "add_decayed_weights: weight_decay must be finite, got nan");
+  throws([&] { return optim::clip(inf); }, "clip: max_delta must be finite, got inf");
+  throws([&] { return optim::clip_by_global_norm(inf); },
+         "clip_by_global_norm: max_norm must be finite, got inf");
+  throws([&] { return optim::clip_by_global_norm(nan); },
+         "clip_by_global_norm: max_norm must be finite, got nan");
+}
+
+namespace {
+constexpr std::int64_t wrapper_int64_max = std::numeric_limits<std::int64_t>::max();
+// tx.step throws grove::argument_error with exactly "grove::optim::step: " + message and leaves
+// params and state as they were; tx.update the same with grove::optim::update.
+template <class Tx, class P, class State>
+void refused_state(const Tx& tx, const P& params, const P& grads, const State& state,
+                   const std::string& message) {
+  P p = params;
+  State s = state;
+  CHECK_THROWS_AS(tx.step(p, grads, s), grove::argument_error);
+  CHECK_THROWS_WITH(tx.step(p, grads, s),
+                    Catch::Matchers::Equals("grove::optim::step: " + message));
+  CHECK(optim_test::same_leaves(p, params));
+  CHECK(optim_test::same_leaves(s, state));
+  CHECK_THROWS_WITH(tx.update(grads, state, params),
+                    Catch::Matchers::Equals("grove::optim::update: " + message));
+}
+}  // namespace
+
+TEST_CASE("multi_steps and apply_if_finite refuse counts they cannot advance, changing nothing",
+          "[optim][wrappers][errors]") {
+  const Tree params = params0(), grads = grads_at(0);
+  const std::string range = ", outside [0, 9223372036854775807): a step adds 1 to it";
+  const auto ms = optim::multi_steps(optim::adam(0.1), 3);
+  const auto fresh = ms.init(params);
+  auto s = fresh;
+  s.mini_step = 3;
+  refused_state(ms, params, grads, s,
+                "the optimizer state's leaf .mini_step is 3, outside [0, 3) (every_k_schedule is "
+                "3)");
+  s.mini_step = -1;
+  refused_state(ms, params, grads, s,
+                "the optimizer state's leaf .mini_step is -1, outside [0, 3) (every_k_schedule is "
+                "3)");
+  s = fresh;
+  s.gradient_step = wrapper_int64_max;
+  refused_state(ms, params, grads, s,
+                "the optimizer state's leaf .gradient_step is 9223372036854775807" + range);
+  // The inner state, at the mini step that runs the inner step: the accumulated gradients are
+  // unchanged too.
+  s = fresh;
+  s.mini_step = 2;
+  s.acc_grads = grads_at(5);
+  std::get<0>(s.inner_opt_state).count = wrapper_int64_max;
+  refused_state(
+      ms, params, grads, s,
+      "the optimizer state's leaf .inner_opt_state[0].count is 9223372036854775807" + range);
+  // ... and a schedule's value that is not finite there.
+  const auto ms_nan = optim::multi_steps(
+      optim::sgd(optim::Schedule([](std::int64_t c) { return c == 0 ? NAN : 0.1; })), 2);
+  auto sn = ms_nan.init(params);
+  sn.mini_step = 1;
+  sn.acc_grads = grads_at(5);
+  refused_state(ms_nan, params, grads, sn,
+                "learning_rate is nan at count 0 (the optimizer state's leaf "
+                ".inner_opt_state[0].count): a step needs a finite value");
+
+  const auto aif = optim::apply_if_finite(optim::adam(0.1), 2);
+  Tree bad = grads;
+  std::get<0>(bad).w(0, 0) = NAN;
+  auto a = aif.init(params);
+  a.notfinite_count = wrapper_int64_max;
+  refused_state(aif, params, bad, a,
+                "the optimizer state's leaf .notfinite_count is 9223372036854775807" + range);
+  a = aif.init(params);
+  a.total_notfinite = -2;
+  refused_state(aif, params, bad, a, "the optimizer state's leaf .total_notfinite is -2" + range);
+  a = aif.init(params);
+  std::get<1>(a.inner_state).count = -1;
+  refused_state(aif, params, grads, a,
+                "the optimizer state's leaf .inner_state[1].count is -1" + range);
+  // Inside a chain, the path is the whole state's.
+  const auto chained = optim::chain(optim::clip(1.0), optim::apply_if_finite(optim::adam(0.1), 2));
+  auto c = chained.init(params);
+  std::get<0>(std::get<1>(c).inner_state).count = wrapper_int64_max;
+  refused_state(
+      chained, params, grads, c,
+      "the optimizer state's leaf [1].inner_state[0].count is 9223372036854775807" + range);
+}
+
+TEST_CASE("The wrappers refuse gradients of another shape, changing nothing",
+          "[optim][wrappers][errors]") {
+  using Params = std::tuple<Eigen::MatrixXd>;
+  const Params params{Eigen::MatrixXd::Ones(2, 3)};
+  const Params grads{Eigen::MatrixXd::Ones(3, 2)};
+  const std::string message =
+      "leaf 0 (in tree_leaves order) at [0] has shape (3, 2) in the gradients and (2, 3) in the "
+      "parameters";
+  auto check = [&](const auto& tx) {
+    auto state = tx.init(params);
+    Params p = params;
+    auto s = state;
+    CHECK_THROWS_AS(tx.step(p, grads, s), grove::shape_error);
+    CHECK_THROWS_WITH(tx.step(p, grads, s),
+                      Catch::Matchers::Equals("grove::optim::step: " + message));
+    CHECK(optim_test::same_leaves(p, params));
+    CHECK(optim_test::same_leaves(s, state));
+    CHECK_THROWS_WITH(tx.update(grads, state, params),
+                      Catch::Matchers::Equals("grove::optim::update: " + message));
+  };
+  check(optim::multi_steps(optim::adam(0.1), 2));
+  check(optim::apply_if_finite(optim::adam(0.1), 2));
+  check(optim::adamw(0.1, 0.9, 0.999, 1e-8, 0, 1e-2, true));
+}
+
 TEST_CASE("Trees that do not match the state", "[optim][errors]") {
   using Params = std::vector<Eigen::VectorXd>;
   const Params params{Eigen::VectorXd::Ones(3), Eigen::VectorXd::Ones(2)};
@@ -301,7 +462,8 @@ TEST_CASE("Trees that do not match the state", "[optim][errors]") {
   Params p = params;
   CHECK_THROWS_AS(tx.step(p, resized, state), grove::shape_error);
   CHECK_THROWS_WITH(tx.step(p, resized, state),
-                    StartsWith("grove::optim::step: leaf 1 (in tree_leaves order) has 4 elements"));
+                    StartsWith("grove::optim::step: leaf 1 (in tree_leaves order) at [1] has "
+                               "shape (4, 1) in the gradients and (2, 1) in the parameters"));
   CHECK(std::get<0>(state).count == 0);  // nothing changed
   CHECK_THROWS_AS(optim::apply_updates(params, resized), grove::shape_error);
 }

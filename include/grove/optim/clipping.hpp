@@ -28,7 +28,8 @@ class Clip : public FusedTransformation<Clip> {
   double max_delta_;
 };
 
-/// optax.clip(max_delta). Throws grove::argument_error for a negative max_delta.
+/// optax.clip(max_delta). Throws grove::argument_error for a max_delta that is negative or not
+/// finite.
 inline Clip clip(double max_delta) {
   return Clip(max_delta);
 }
@@ -69,7 +70,8 @@ class ClipByGlobalNorm : public FusedTransformation<ClipByGlobalNorm> {
   double max_norm_;
 };
 
-/// optax.clip_by_global_norm(max_norm). Throws grove::argument_error for a negative max_norm.
+/// optax.clip_by_global_norm(max_norm). Throws grove::argument_error for a max_norm that is
+/// negative or not finite (clip_by_global_norm(inf) would be no clipping: leave it out).
 inline ClipByGlobalNorm clip_by_global_norm(double max_norm) {
   return ClipByGlobalNorm(max_norm);
 }

@@ -70,13 +70,7 @@ class Chain {
                                result.updates, result.state);
       return result;
     } else {
-      update_result<P, State> result{grads, state};
-      each([&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
-        auto r = std::get<I>(ts_).update(result.updates, std::get<I>(result.state), params);
-        result.updates = std::move(r.updates);
-        std::get<I>(result.state) = std::move(r.state);
-      });
-      return result;
+      return unfused_update("grove::optim::update", grads, state, params);
     }
   }
 
@@ -86,9 +80,10 @@ class Chain {
     if constexpr (fusable) {
       detail::run_fused<true>(*this, "grove::optim::step", params, params, grads, state);
     } else if constexpr (sizeof...(Ts) == 1) {
+      check_unfused("grove::optim::step", params, grads, state);
       detail::step_of(std::get<0>(ts_), params, grads, std::get<0>(state));
     } else {
-      auto r = update(grads, state, params);
+      auto r = unfused_update("grove::optim::step", grads, state, params);
       ::grove::optim::apply_updates_inplace(params, r.updates);
       state = std::move(r.state);
     }
@@ -96,6 +91,15 @@ class Chain {
 
   /// The transformations.
   const std::tuple<Ts...>& transformations() const { return ts_; }
+
+  /// What a step checks of the state before it changes anything (see detail::check_state):
+  /// every transformation's part. Throws detail::state_leaf_error.
+  template <class State>
+  void check_state(const State& state) const {
+    each([&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
+      detail::check_state(std::get<I>(ts_), std::get<I>(state));
+    });
+  }
 
   // --- the fused hooks (see grove/optim/transformation.hpp) ---
   template <class State>
@@ -128,6 +132,34 @@ class Chain {
   }
 
  private:
+  // What the transformations of a chain that is not fused would refuse, checked before the first
+  // runs, so that the errors name the function the user called and the leaf in the whole state:
+  // the gradients' shapes, those of the fused transformations' states, then every state.
+  template <class P, class State>
+  void check_unfused(const char* who, const P& params, const P& grads, State& state) const {
+    detail::check_shapes(who, "the gradients", params, grads);
+    each([&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
+      using T = std::tuple_element_t<I, std::tuple<Ts...>>;
+      if constexpr (detail::fusable<T>)
+        std::apply(
+            [&](auto&... b) { detail::check_shapes(who, "the optimizer state", params, b...); },
+            T::buffers(std::get<I>(state)));
+    });
+    detail::naming_state_leaf(who, state, [&] { check_state(state); });
+  }
+  template <class P, class State>
+  update_result<P, State> unfused_update(const char* who, const P& grads, const State& state,
+                                         const P& params) const {
+    update_result<P, State> result{grads, state};
+    check_unfused(who, params, grads, result.state);
+    each([&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
+      auto r = std::get<I>(ts_).update(result.updates, std::get<I>(result.state), params);
+      result.updates = std::move(r.updates);
+      std::get<I>(result.state) = std::move(r.state);
+    });
+    return result;
+  }
+
   template <class F>
   static void each(F&& f) {
     [&]<std::size_t... I>(std::index_sequence<I...>) {

@@ -5,18 +5,21 @@
 // them.
 //
 // Hyperparameters are doubles, rounded once per step to each leaf's scalar type, as JAX treats
-// Python floats. Counts are std::int64_t (optax: int32).
+// Python floats; every constructor refuses a NaN or infinite one. Counts are std::int64_t (optax:
+// int32); a step refuses a count it cannot advance (negative, or INT64_MAX).
 #pragma once
 
 #include <Eigen/Core>
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
 
 #include "grove/optim/detail/check.hpp"
 #include "grove/optim/detail/leaf.hpp"
+#include "grove/optim/detail/state.hpp"
 #include "grove/optim/schedule.hpp"
 #include "grove/optim/transformation.hpp"
 #include "grove/optim/tree_utils.hpp"
@@ -34,7 +37,9 @@ using scalar_of_chunk = typename std::remove_cvref_t<U>::Scalar;
 /// optax.scale: updates * step_size. State: EmptyState.
 class Scale : public FusedTransformation<Scale> {
  public:
-  explicit Scale(double step_size) : step_size_(step_size) {}
+  explicit Scale(double step_size) : step_size_(step_size) {
+    detail::check_finite("scale", "step_size", step_size);
+  }
   template <class P>
   EmptyState init(const P&) const {
     return {};
@@ -49,7 +54,7 @@ class Scale : public FusedTransformation<Scale> {
   double step_size_;
 };
 
-/// optax.scale(step_size).
+/// optax.scale(step_size). Throws grove::argument_error for a step_size that is not finite.
 inline Scale scale(double step_size) {
   return Scale(step_size);
 }
@@ -62,15 +67,35 @@ struct ScaleByScheduleState {
 };
 GROVE_NODE(ScaleByScheduleState, count);
 
-/// optax.scale_by_schedule: updates * step_size_fn(count); count += 1.
+/// optax.scale_by_schedule: updates * step_size_fn(count); count += 1. A step refuses a count it
+/// cannot advance and a value of the schedule that is not finite, before anything changes (a
+/// constant one is refused here).
 class ScaleBySchedule : public FusedTransformation<ScaleBySchedule> {
  public:
-  explicit ScaleBySchedule(Schedule step_size_fn) : fn_(std::move(step_size_fn)) {}
+  /// who and name are the function and argument the errors name; the errors report the
+  /// schedule's value times `reported` (scale_by_learning_rate's schedule is -learning_rate).
+  explicit ScaleBySchedule(Schedule step_size_fn, const char* who = "scale_by_schedule",
+                           const char* name = "step_size_fn", double reported = 1.0)
+      : fn_(std::move(step_size_fn)), name_(name), reported_(reported) {
+    if (const auto v = fn_.constant_value()) detail::check_finite(who, name, reported * *v);
+  }
   template <class P>
   ScaleByScheduleState init(const P&) const {
     return {};
   }
-  double context(const ScaleByScheduleState& s, double) const { return fn_(s.count); }
+  /// step_size_fn(count), after checking the count and the value. Throws
+  /// detail::state_leaf_error (step and update turn it into grove::argument_error).
+  double context(const ScaleByScheduleState& s, double) const {
+    detail::check_count(s.count);
+    const double value = fn_(s.count);
+    if (!std::isfinite(value))
+      throw detail::state_leaf_error{&s.count,
+                                     std::string(name_) + " is " +
+                                         detail::format(reported_ * value) + " at count " +
+                                         std::to_string(s.count) + " (the optimizer state's leaf ",
+                                     "): a step needs a finite value"};
+    return value;
+  }
   template <class U, class Pc, class Scratch>
   auto apply(double step_size, const U& u, const Pc&, Index, Scratch&) const {
     return u * detail::scalar_of_chunk<U>(step_size);
@@ -81,9 +106,12 @@ class ScaleBySchedule : public FusedTransformation<ScaleBySchedule> {
 
  private:
   Schedule fn_;
+  const char* name_;
+  double reported_;
 };
 
-/// optax.scale_by_schedule(step_size_fn).
+/// optax.scale_by_schedule(step_size_fn). Throws grove::argument_error for a constant
+/// step_size_fn that is not finite.
 inline ScaleBySchedule scale_by_schedule(Schedule step_size_fn) {
   return ScaleBySchedule(std::move(step_size_fn));
 }
@@ -93,16 +121,19 @@ inline ScaleBySchedule scale_by_learning_rate(const char* who, Schedule learning
                                               bool flip_sign) {
   if (const auto lr = learning_rate.constant_value()) check_non_negative(who, "learning_rate", *lr);
   const double m = flip_sign ? -1.0 : 1.0;
-  if (const auto lr = learning_rate.constant_value()) return ScaleBySchedule(m * *lr);
+  if (const auto lr = learning_rate.constant_value())
+    return ScaleBySchedule(m * *lr, who, "learning_rate", m);
   return ScaleBySchedule(
-      [m, lr = std::move(learning_rate)](std::int64_t count) { return m * lr(count); });
+      [m, lr = std::move(learning_rate)](std::int64_t count) { return m * lr(count); }, who,
+      "learning_rate", m);
 }
 }  // namespace detail
 
 /// optax.scale_by_learning_rate: updates * -learning_rate(count) (without the minus sign when
 /// flip_sign is false). grove keeps a count for a constant learning rate too (optax's state is
 /// then empty), so that the state's type does not depend on the kind of argument. Throws
-/// grove::argument_error for a negative constant learning rate.
+/// grove::argument_error for a constant learning rate that is negative or not finite; a step
+/// throws it for a schedule's value that is not finite (see ScaleBySchedule).
 inline ScaleBySchedule scale_by_learning_rate(Schedule learning_rate, bool flip_sign = true) {
   return detail::scale_by_learning_rate("scale_by_learning_rate", std::move(learning_rate),
                                         flip_sign);
@@ -169,6 +200,7 @@ class ScaleByAdam : public FusedTransformation<ScaleByAdam> {
   }
   template <class P>
   detail::adam_context context(const ScaleByAdamState<P>& s, double) const {
+    detail::check_count(s.count);
     const std::int64_t t = s.count + 1;
     return {detail::inverse_correction<float>(b1_, t), detail::inverse_correction<float>(b2_, t),
             detail::inverse_correction<double>(b1_, t), detail::inverse_correction<double>(b2_, t)};
@@ -197,7 +229,7 @@ class ScaleByAdam : public FusedTransformation<ScaleByAdam> {
 };
 
 /// optax.scale_by_adam(b1=0.9, b2=0.999, eps=1e-8, eps_root=0). Throws grove::argument_error for
-/// b1 or b2 outside [0, 1), or a negative eps or eps_root.
+/// b1 or b2 outside [0, 1), or an eps or eps_root that is negative or not finite.
 inline ScaleByAdam scale_by_adam(double b1 = 0.9, double b2 = 0.999, double eps = 1e-8,
                                  double eps_root = 0.0) {
   return ScaleByAdam(b1, b2, eps, eps_root);
@@ -249,7 +281,8 @@ class ScaleByRms : public FusedTransformation<ScaleByRms> {
   double decay_, eps_, initial_scale_;
 };
 
-/// optax.scale_by_rms(decay=0.9, eps=1e-8, initial_scale=0).
+/// optax.scale_by_rms(decay=0.9, eps=1e-8, initial_scale=0). Throws grove::argument_error for
+/// decay outside [0, 1), an eps or initial_scale that is negative or not finite.
 inline ScaleByRms scale_by_rms(double decay = 0.9, double eps = 1e-8, double initial_scale = 0.0) {
   return ScaleByRms(decay, eps, initial_scale);
 }
@@ -297,7 +330,8 @@ class ScaleByRss : public FusedTransformation<ScaleByRss> {
   double initial_, eps_;
 };
 
-/// optax.scale_by_rss(initial_accumulator_value=0.1, eps=1e-7).
+/// optax.scale_by_rss(initial_accumulator_value=0.1, eps=1e-7). Throws grove::argument_error for
+/// an initial_accumulator_value or eps that is negative or not finite.
 inline ScaleByRss scale_by_rss(double initial_accumulator_value = 0.1, double eps = 1e-7) {
   return ScaleByRss(initial_accumulator_value, eps);
 }
@@ -328,7 +362,8 @@ class ScaleByLion : public FusedTransformation<ScaleByLion> {
     return std::tie(s.mu);
   }
   template <class P>
-  int context(const ScaleByLionState<P>&, double) const {
+  int context(const ScaleByLionState<P>& s, double) const {
+    detail::check_count(s.count);
     return 0;
   }
   template <class U, class Pc, class Scratch, class M>
@@ -354,7 +389,8 @@ class ScaleByLion : public FusedTransformation<ScaleByLion> {
   double b1_, b2_;
 };
 
-/// optax.scale_by_lion(b1=0.9, b2=0.99).
+/// optax.scale_by_lion(b1=0.9, b2=0.99). Throws grove::argument_error for b1 or b2 outside
+/// [0, 1).
 inline ScaleByLion scale_by_lion(double b1 = 0.9, double b2 = 0.99) {
   return ScaleByLion(b1, b2);
 }
@@ -439,7 +475,7 @@ class AddDecayedWeights : public FusedTransformation<AddDecayedWeights> {
 
 /// optax.add_decayed_weights(weight_decay=0) without a mask; with one it is
 /// masked(add_decayed_weights(weight_decay), mask) (grove/optim/wrappers.hpp). Throws
-/// grove::argument_error for a negative weight_decay.
+/// grove::argument_error for a weight_decay that is negative or not finite.
 inline AddDecayedWeights add_decayed_weights(double weight_decay = 0.0) {
   return AddDecayedWeights(weight_decay);
 }

@@ -23,6 +23,9 @@
 //                                 matching leaves of the buffers (written in place). Once scratch
 //                                 is written, u must not be read again (it may be scratch).
 //   tx.advance(state)             the state changes that are not per element (counts)
+// context is called before anything changes, and checks what the step will use of the state: a
+// count it cannot advance, a schedule's value that is not finite (detail::state_leaf_error, which
+// the entry point turns into grove::argument_error naming the leaf).
 #pragma once
 
 #include <Eigen/Core>
@@ -34,6 +37,7 @@
 
 #include "grove/optim/detail/leaf.hpp"
 #include "grove/optim/detail/pass.hpp"
+#include "grove/optim/detail/state.hpp"
 #include "grove/optim/update.hpp"
 #include "grove/tree.hpp"
 
@@ -79,14 +83,29 @@ void step_of(const T& t, P& params, const P& grads, State& state) {
   }
 }
 
-/// One fused pass of t: out = (or +=) the transformed grads; the state advances.
+/// Checks what a step of t would check of its state, without changing anything: a
+/// transformation's own check_state when it has one (the wrappers, a chain), else the context a
+/// fused one computes from its state (counts, a schedule's value); nothing for a user's
+/// transformation. Throws detail::state_leaf_error. The wrappers call it before they change their
+/// own state, so that a refused inner step leaves the whole state as it was.
+template <class T, class State>
+void check_state(const T& t, const State& state) {
+  if constexpr (requires { t.check_state(state); })
+    t.check_state(state);
+  else if constexpr (fusable<T>)
+    (void)t.context(state, 0.0);
+}
+
+/// One fused pass of t: out = (or +=) the transformed grads; the state advances. Everything is
+/// checked before anything changes: the trees' structures and shapes, then the state (context).
 template <bool InPlace, class T, class Out, class P, class G, class State>
 void run_fused(const T& t, const char* who, Out& out, const P& params, const G& grads,
                State& state) {
-  std::apply([&](auto&... b) { check_sizes(who, params, grads, b...); }, T::buffers(state));
+  std::apply([&](auto&... b) { check_shapes(who, "the gradients", params, grads, b...); },
+             T::buffers(state));
   double norm = 0;
   if constexpr (T::needs_norm) norm = std::sqrt(sum_of_squares(grads));
-  const auto ctx = t.context(state, norm);
+  const auto ctx = naming_state_leaf(who, state, [&] { return t.context(state, norm); });
   std::apply([&](auto&... b) { fused_pass<InPlace>(t, ctx, out, params, grads, b...); },
              T::buffers(state));
   t.advance(state);
@@ -104,7 +123,8 @@ class FusedTransformation {
 
   /// optax's update(updates, state, params): the transformed updates and the new state, in one
   /// pass; `state` is not changed. Throws grove::tree_error / grove::shape_error when the trees
-  /// do not match the state.
+  /// do not match the state (a leaf of another shape), grove::argument_error for a state a step
+  /// cannot advance (a count < 0 or INT64_MAX) or a schedule's value that is not finite.
   template <class P, class State>
   update_result<P, State> update(const P& grads, const State& state, const P& params) const {
     update_result<P, State> result{grads, state};
@@ -114,6 +134,7 @@ class FusedTransformation {
   }
 
   /// update + apply_updates in place: params and state change in one pass, with no allocation.
+  /// The errors of update, thrown before anything changes.
   template <class P, class State>
   void step(P& params, const P& grads, State& state) const {
     detail::run_fused<true>(self(), "grove::optim::step", params, params, grads, state);

@@ -21,19 +21,22 @@ struct update_result {
 };
 
 /// optax.apply_updates: params + updates, leaf by leaf, a new tree of params' type. Throws
-/// grove::tree_error when the structures differ.
+/// grove::tree_error when the structures differ, grove::shape_error when a leaf of the updates
+/// has another shape than its parameter (another size, or the same size in other rows and
+/// columns).
 template <class P>
 P apply_updates(const P& params, const P& updates) {
-  detail::check_sizes("grove::optim::apply_updates", params, updates);
+  detail::check_shapes("grove::optim::apply_updates", "the updates", params, updates);
   return tree_map(
       [](const auto& p, const auto& u) -> std::remove_cvref_t<decltype(p)> { return p + u; },
       params, updates);
 }
 
-/// The same in place: params += updates, without allocation.
+/// The same in place: params += updates, without allocation. The same errors, before anything
+/// changes.
 template <class P>
 void apply_updates_inplace(P& params, const P& updates) {
-  detail::check_sizes("grove::optim::apply_updates_inplace", params, updates);
+  detail::check_shapes("grove::optim::apply_updates_inplace", "the updates", params, updates);
   detail::for_each_leaf(
       [](detail::Index begin, detail::Index n, auto& p, const auto& u) {
         if constexpr (std::is_arithmetic_v<std::remove_cvref_t<decltype(p)>>)

@@ -11,6 +11,7 @@
 
 #include "grove/optim/detail/check.hpp"
 #include "grove/optim/detail/pass.hpp"
+#include "grove/optim/detail/state.hpp"
 #include "grove/optim/transform.hpp"
 #include "grove/optim/transformation.hpp"
 #include "grove/optim/tree_utils.hpp"
@@ -145,9 +146,14 @@ class MultiSteps {
         0, 0, inner_.init(params), ::grove::optim::tree_zeros_like(params)};
   }
 
+  /// The updates (zeros but at every k-th mini step) and the new state. Throws
+  /// grove::tree_error / grove::shape_error for trees that do not match the state,
+  /// grove::argument_error for a state a step cannot advance (mini_step outside [0, k), a count
+  /// < 0 or INT64_MAX, here or in the inner state) and the inner transformation's errors.
   template <class P, class State>
   update_result<P, State> update(const P& grads, const State& state, const P& params) const {
     State next = state;
+    check("grove::optim::update", params, grads, next);
     accumulate(next, grads);
     if (next.mini_step == k_ - 1) {
       auto r = inner_.update(next.acc_grads, next.inner_opt_state, params);
@@ -159,8 +165,12 @@ class MultiSteps {
     return {::grove::optim::tree_zeros_like(grads), std::move(next)};
   }
 
+  /// update + apply_updates in place. The errors of update, thrown before anything changes
+  /// (those the inner transformation raises of its own state included; not those of a user's
+  /// transformation, which grove cannot check ahead).
   template <class P, class State>
   void step(P& params, const P& grads, State& state) const {
+    check("grove::optim::step", params, grads, state);
     accumulate(state, grads);
     if (state.mini_step == k_ - 1) {
       detail::step_of(inner_, params, state.acc_grads, state.inner_opt_state);
@@ -168,6 +178,18 @@ class MultiSteps {
     } else {
       ++state.mini_step;
     }
+  }
+
+  /// What a step checks of the state before it changes anything (see detail::check_state).
+  template <class State>
+  void check_state(const State& s) const {
+    if (s.mini_step < 0 || s.mini_step >= k_)
+      throw detail::state_leaf_error{&s.mini_step, "the optimizer state's leaf ",
+                                     " is " + std::to_string(s.mini_step) + ", outside [0, " +
+                                         std::to_string(k_) + ") (every_k_schedule is " +
+                                         std::to_string(k_) + ")"};
+    detail::check_count(s.gradient_step);
+    if (s.mini_step == k_ - 1) detail::check_state(inner_, s.inner_opt_state);
   }
 
   /// optax's MultiSteps.has_updated: whether the last update applied the inner transformation.
@@ -179,9 +201,22 @@ class MultiSteps {
   std::int64_t every_k() const { return k_; }
 
  private:
+  // The trees' shapes (the parameters, the gradients, the accumulated ones and the inner state's
+  // when the inner transformation is fused), then the state.
+  template <class P, class State>
+  void check(const char* who, const P& params, const P& grads, State& s) const {
+    if constexpr (detail::fusable<Inner>)
+      std::apply(
+          [&](auto&... b) {
+            detail::check_shapes(who, "the gradients", params, grads, s.acc_grads, b...);
+          },
+          Inner::buffers(s.inner_opt_state));
+    else
+      detail::check_shapes(who, "the gradients", params, grads, s.acc_grads);
+    detail::naming_state_leaf(who, s, [&] { check_state(s); });
+  }
   template <class State, class P>
   void accumulate(State& s, const P& grads) const {
-    detail::check_sizes("grove::optim::multi_steps", s.acc_grads, grads);
     const double n = static_cast<double>(s.mini_step + 1);
     detail::for_each_leaf(
         [n](detail::Index begin, detail::Index size, auto& acc, const auto& g) {
@@ -260,10 +295,14 @@ class ApplyIfFinite {
     return ApplyIfFiniteState<decltype(inner_.init(params))>{0, true, 0, inner_.init(params)};
   }
 
+  /// The inner updates (zeros for non-finite gradients) and the new state. Throws
+  /// grove::tree_error / grove::shape_error for trees that do not match the state,
+  /// grove::argument_error for a count < 0 or INT64_MAX (here or in the inner state) and the
+  /// inner transformation's errors.
   template <class P, class State>
   update_result<P, State> update(const P& grads, const State& state, const P& params) const {
     State next = state;
-    if (count(next, grads)) {
+    if (count("grove::optim::update", params, grads, next)) {
       auto r = inner_.update(grads, next.inner_state, params);
       next.inner_state = std::move(r.state);
       return {std::move(r.updates), std::move(next)};
@@ -271,20 +310,46 @@ class ApplyIfFinite {
     return {::grove::optim::tree_zeros_like(grads), std::move(next)};
   }
 
+  /// update + apply_updates in place. The errors of update, thrown before anything changes (but
+  /// those of a user's inner transformation, which grove cannot check ahead).
   template <class P, class State>
   void step(P& params, const P& grads, State& state) const {
-    if (count(state, grads)) detail::step_of(inner_, params, grads, state.inner_state);
+    if (count("grove::optim::step", params, grads, state))
+      detail::step_of(inner_, params, grads, state.inner_state);
+  }
+
+  /// What a step checks of the state before it changes anything (see detail::check_state): the
+  /// counts, and the inner state's when the inner transformation will run.
+  template <class State>
+  void check_state(const State& s) const {
+    detail::check_count(s.notfinite_count);
+    detail::check_count(s.total_notfinite);
+    detail::check_state(inner_, s.inner_state);
   }
 
  private:
-  // Counts the gradients' finiteness into the state; whether inner runs.
-  template <class State, class P>
-  bool count(State& s, const P& grads) const {
+  // Checks the trees and the state, then counts the gradients' finiteness into the state;
+  // whether inner runs.
+  template <class P, class State>
+  bool count(const char* who, const P& params, const P& grads, State& s) const {
+    if constexpr (detail::fusable<Inner>)
+      std::apply(
+          [&](auto&... b) { detail::check_shapes(who, "the gradients", params, grads, b...); },
+          Inner::buffers(s.inner_state));
+    else
+      detail::check_shapes(who, "the gradients", params, grads);
+    detail::naming_state_leaf(who, s, [&] {
+      detail::check_count(s.notfinite_count);
+      detail::check_count(s.total_notfinite);
+    });
     const bool finite = ::grove::optim::tree_all_finite(grads);
+    const bool runs = finite || s.notfinite_count + 1 > max_;
+    if (runs)
+      detail::naming_state_leaf(who, s, [&] { detail::check_state(inner_, s.inner_state); });
     s.notfinite_count = finite ? 0 : s.notfinite_count + 1;
     s.last_finite = finite;
     if (!finite) ++s.total_notfinite;
-    return finite || s.notfinite_count > max_;
+    return runs;
   }
 
   Inner inner_;

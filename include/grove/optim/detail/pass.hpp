@@ -44,23 +44,52 @@ inline Range leaf_share(Index n, int tid, int team) {
   return ::grove::detail::share(n, tid, team, 16);
 }
 
+/// A leaf's shape as numpy prints it: (rows, cols) for an Eigen matrix or array, () for a scalar.
+template <class L>
+std::string shape_string(const L& leaf) {
+  if constexpr (std::is_arithmetic_v<L>) {
+    (void)leaf;
+    return "()";
+  } else {
+    return "(" + std::to_string(leaf.rows()) + ", " + std::to_string(leaf.cols()) + ")";
+  }
+}
+
+template <class A, class B>
+bool same_shape(const A& a, const B& b) {
+  if constexpr (std::is_arithmetic_v<A> || std::is_arithmetic_v<B>)
+    return leaf_size(a) == leaf_size(b);
+  else
+    return a.rows() == b.rows() && a.cols() == b.cols();
+}
+
 /// Throws grove::shape_error (message starting with `who`) unless every numeric leaf of `others`
-/// has as many elements as the matching leaf of `first`. Also checks the structures (a
-/// grove::tree_error from the tree core), before any thread starts.
+/// has the shape of the matching leaf of `first`, the parameters: the same number of rows and of
+/// columns, not only of elements (a (3, 2) gradient of a (2, 3) parameter would otherwise be
+/// applied in memory order). The first of `others` is named `second` in the message (the
+/// gradients, the updates), the rest "the optimizer state". Also checks the structures (a
+/// grove::tree_error from the tree core), before any thread starts. Allocates only to throw.
 template <class First, class... Others>
-void check_sizes(const char* who, const First& first, const Others&... others) {
+void check_shapes(const char* who, const char* second, const First& first,
+                  const Others&... others) {
   std::size_t leaf = 0;
   tree_for_each(
       [&](const auto& f, const auto&... o) {
-        const Index n = leaf_size(f);
-        auto check = [&](const auto& x) {
+        std::size_t position = 0;
+        [[maybe_unused]] auto check = [&](const auto& x) {
           using X = std::remove_cvref_t<decltype(x)>;
+          const char* name = position++ == 0 ? second : "the optimizer state";
           if constexpr (numeric_leaf<X>()) {
-            if (leaf_size(x) != n)
+            if (!same_shape(x, f)) {
+              std::string path = "?";
+              std::size_t k = 0;
+              for (const auto& entry : tree_leaves_with_path(first))
+                if (k++ == leaf) path = entry.first.empty() ? "the root" : keystr(entry.first);
               throw shape_error(std::string(who) + ": leaf " + std::to_string(leaf) +
-                                " (in tree_leaves order) has " + std::to_string(leaf_size(x)) +
-                                " elements in one tree and " + std::to_string(n) +
+                                " (in tree_leaves order) at " + path + " has shape " +
+                                shape_string(x) + " in " + name + " and " + shape_string(f) +
                                 " in the parameters");
+            }
           }
         };
         (check(o), ...);
