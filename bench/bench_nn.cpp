@@ -30,6 +30,13 @@
 //   sequential/adam  the same with adam, against the old value_and_grad_into + adam's step
 //   apply_one        nn::apply of the sequential model to one example against the old predict
 //
+// the same adam step beside another busy process, for how a loaded machine degrades:
+//
+//   step_loaded      nn::train_step with adam at 1 and 2 threads in alternation (each iteration
+//                    one of each, so that both see the same load), with a CPU-bound process
+//                    started by the benchmark beside it (busy:1) or without (busy:0); counter
+//                    2T/1T, the two-thread step's time over the one-thread step's
+//
 // and two models beyond the classic MLP, for bench/compare_pytorch.py: model_residual
 // (784 -> 512, two blocks x + gelu(dense(layer_norm(x))), -> 10, softmax cross-entropy) and
 // model_tanh_mse (784-512-512-10 tanh, mse against random targets), each an nn::train_step with
@@ -46,6 +53,7 @@
 #include <cstdlib>
 #include <grove/nn.hpp>
 #include <map>
+#include <optional>
 #if GROVE_DETAIL_DISPATCH && defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -54,6 +62,12 @@
 
 #if defined(_OPENMP)
 #include <omp.h>
+#endif
+#if defined(__linux__)
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #endif
 #if defined(GROVE_USE_OPENBLAS)
 extern "C" void openblas_set_num_threads(int);
@@ -239,6 +253,77 @@ void step_train(benchmark::State& state, const Opt& opt) {
     benchmark::DoNotOptimize(
         nn::train_step(kClassic, params, p.X, p.y, nn::softmax_cross_entropy, opt, opt_state, ws));
   });
+}
+
+// A CPU-bound process beside the benchmark for as long as this object lives: a loop of integer
+// arithmetic in a forked child, which dies with the benchmark (PR_SET_PDEATHSIG) if that ends
+// first. Linux only; elsewhere running() is false.
+class BusyProcess {
+ public:
+  BusyProcess() {
+#if defined(__linux__)
+    pid_ = fork();
+    if (pid_ == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      volatile std::uint64_t x = 1;
+      for (;;) x = x * 6364136223846793005u + 1442695040888963407u;
+    }
+#endif
+  }
+  BusyProcess(const BusyProcess&) = delete;
+  BusyProcess& operator=(const BusyProcess&) = delete;
+  ~BusyProcess() {
+#if defined(__linux__)
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+#endif
+  }
+  bool running() const {
+    return pid_ > 0;
+  }
+
+ private:
+  long pid_ = -1;
+};
+
+// adam's train_step at 1 and 2 threads in alternation, beside a busy process (range(1) = 1) or
+// not: the benchmark's time is the two-thread step's.
+void step_loaded(benchmark::State& state) {
+  Problem p(state.range(0));
+  auto params = classic_params(p.params);
+  const auto opt = nn::adam(kLr);
+  auto opt_state = opt.init(params);
+  nn::StepWorkspace<ClassicParams> ws;
+  auto step = [&](int threads) {
+    set_threads(threads);
+    const auto t0 = clock_type::now();
+    benchmark::DoNotOptimize(
+        nn::train_step(kClassic, params, p.X, p.y, nn::softmax_cross_entropy, opt, opt_state, ws));
+    return std::chrono::duration<double>(clock_type::now() - t0).count();
+  };
+  step(1);
+  step(2);
+  std::optional<BusyProcess> busy;
+  if (state.range(1) != 0) {
+    busy.emplace();
+    if (!busy->running()) {
+      state.SkipWithError("no competing process (fork failed, or not Linux)");
+      return;
+    }
+  }
+  double one = 0, two = 0;
+  for (auto _ : state) {
+    one += step(1);
+    const double t = step(2);
+    two += t;
+    state.SetIterationTime(t);
+  }
+  const double n = static_cast<double>(state.iterations());
+  state.counters["1T_ms"] = 1e3 * one / n;
+  state.counters["2T_ms"] = 1e3 * two / n;
+  state.counters["2T/1T"] = two / one;
 }
 
 void step_sgd(benchmark::State& s) {
@@ -530,6 +615,12 @@ BENCHMARK(step_momentum)->Apply(args)->UseManualTime();
 BENCHMARK(step_adam)->Apply(args)->UseManualTime();
 BENCHMARK(step_adamw)->Apply(args)->UseManualTime();
 BENCHMARK(gemms_eigen)->Apply(args)->UseRealTime();
+BENCHMARK(step_loaded)
+    ->ArgsProduct({{128, 1024}, {0, 1}})
+    ->ArgNames({"batch", "busy"})
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(1.0)
+    ->UseManualTime();
 #if defined(GROVE_BENCH_BASELINE)
 BENCHMARK(sequential_sgd)->Apply(args)->UseManualTime();
 BENCHMARK(sequential_adam)->Apply(args)->UseManualTime();
@@ -560,6 +651,10 @@ class Collector : public benchmark::ConsoleReporter {
         row.gemms_ms = it->second.value;
       if (auto it = r.counters.find("step/GEMMs"); it != r.counters.end())
         row.ratio = it->second.value;
+      if (auto it = r.counters.find("2T/1T"); it != r.counters.end()) {
+        row.ratio = it->second.value;
+        row.gemms_ms = r.counters.find("1T_ms")->second.value;
+      }
       if (auto it = r.counters.find("new/old"); it != r.counters.end()) {
         row.ratio = it->second.value;
         row.gemms_ms = r.counters.find("old_ms")->second.value;
@@ -616,6 +711,18 @@ int main(int argc, char** argv) {
                     r.ms, gflops, r.gemms_ms, r.ratio,
                     eig == collector.rows.end() ? 0.0 : eig->second.ms);
       }
+    }
+  std::printf(
+      "\nadam's train_step at 1 and 2 threads in alternation, beside a busy process or not\n"
+      "%-6s %-6s %11s %11s %9s\n",
+      "batch", "busy", "1 thread ms", "2 threads ms", "2T/1T");
+  for (long batch : {128, 1024})
+    for (long busy : {0, 1}) {
+      const auto it = collector.rows.find("step_loaded/batch:" + std::to_string(batch) +
+                                          "/busy:" + std::to_string(busy));
+      if (it == collector.rows.end()) continue;
+      std::printf("%-6ld %-6s %11.3f %11.3f %9.3f\n", batch, busy ? "yes" : "no",
+                  it->second.gemms_ms, it->second.ms, it->second.ratio);
     }
   if (!g_products.empty()) {
     const double peak = fma_peak_gflops();

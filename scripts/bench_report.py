@@ -152,6 +152,15 @@ def mlp_rows(results, notes):
             ms = micros(b, "real_time") / 1e3
             rows.append(row("mlp", f"{step}, batch {batch}, {threads} thread(s)", ms,
                             "its bare GEMMs", b["GEMMs_ms"], "ms", b["step/GEMMs"]))
+        for name, b in sorted(iterations(data).items()):
+            if not name.startswith("step_loaded/") or "2T/1T" not in b:
+                continue
+            parts = name.split("/")  # step_loaded/batch:128/busy:1/...
+            batch, busy = parts[1].split(":")[1], parts[2].split(":")[1] == "1"
+            where = "beside a busy process" if busy else "quiet"
+            rows.append(row("mlp", f"adam, batch {batch}, 2 threads, {where}", b["2T_ms"],
+                            "1 thread, same load", b["1T_ms"], "ms", b["2T/1T"],
+                            "target beside a busy process: at most 1.5" if busy else ""))
     torch = load(results, "nn_torch.json")
     if torch is None:
         notes.append("mlp: no nn_torch.json (PyTorch's step was not timed)")

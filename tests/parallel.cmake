@@ -1,7 +1,8 @@
 # grove::parallel (grove/parallel.hpp, grove/mpi.hpp): collectives on trees over LocalDevices
 # (1 to 4 threads as devices) and over MPI (2 and 3 ranks, through mpirun), the agreement check
 # (mismatched trees: the same error on every device, no hang), the data-parallel training step
-# against the single-process step, determinism, allocation counts, and the docs/parallel.md
+# against the single-process step, determinism, allocation counts, LocalDevices under real limits
+# on threads (a process limit, an address-space limit), and the docs/parallel.md
 # program (tests/parallel_snippet.cpp), compiled, run and its output compared.
 #
 # MPI: GROVE_MPI (ON by default) builds the MPI tests; it needs an MPI implementation (Debian:
@@ -23,6 +24,38 @@ foreach(_grove_par IN ITEMS test_parallel test_parallel_alloc)
   grove_parallel_target(${_grove_par})
   # A collective that waited forever would fail the test here, not hang it.
   grove_test_properties(${_grove_par} TIMEOUT 300 ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE")
+endforeach()
+
+# --- LocalDevices under a real limit on threads: a thread_error, never a hang ---------------------
+# (tests/parallel_thread_limit.cmake runs the program: as an unprivileged user under `ulimit -u`,
+# and under `ulimit -v`, which AddressSanitizer's reserved address space rules out.)
+add_executable(test_parallel_thread_limit test_parallel_thread_limit.cpp)
+target_link_libraries(test_parallel_thread_limit PRIVATE grove::grove grove_warnings
+                                                         Threads::Threads)
+set(_grove_limits processes)
+if(TARGET grove_sanitize)
+  target_link_libraries(test_parallel_thread_limit PRIVATE grove_sanitize)
+else()
+  list(APPEND _grove_limits address_space)
+endif()
+# The team mode (a threaded pass's own workers) needs OpenMP's thread settings.
+set(_grove_limit_modes devices)
+if(OpenMP_CXX_FOUND)
+  target_link_libraries(test_parallel_thread_limit PRIVATE OpenMP::OpenMP_CXX)
+  list(APPEND _grove_limit_modes team)
+endif()
+foreach(_grove_limit IN LISTS _grove_limits)
+  foreach(_grove_mode IN LISTS _grove_limit_modes)
+    set(_grove_name parallel_thread_limit_${_grove_limit})
+    if(_grove_mode STREQUAL "team")
+      set(_grove_name parallel_thread_limit_team_${_grove_limit})
+    endif()
+    add_test(NAME ${_grove_name}
+             COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:test_parallel_thread_limit>
+                     -DLIMIT=${_grove_limit} -DMODE=${_grove_mode}
+                     -P ${CMAKE_CURRENT_SOURCE_DIR}/parallel_thread_limit.cmake)
+    set_tests_properties(${_grove_name} PROPERTIES TIMEOUT 120 SKIP_REGULAR_EXPRESSION "SKIPPED:")
+  endforeach()
 endforeach()
 
 # --- MPI: the same checks across processes, run by mpirun ---------------------------------------

@@ -5,7 +5,9 @@
 #include <Eigen/Core>
 #include <array>
 #include <cmath>
+#include <grove/error.hpp>
 #include <grove/nn.hpp>
+#include <limits>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -382,6 +384,62 @@ TEST_CASE("evaluate is loss and accuracy in one pass", "[nn][loss][metrics]") {
   const auto best = nn::argmax(logits);
   CHECK(accuracy == Approx((best.cast<int>().array() == y.array()).cast<double>().mean()));
   CHECK(accuracy > 0.1);
+  // No examples: both are means of nothing, NaN (an accuracy of 0 would say all were wrong), for a
+  // network and for a model.
+  const auto empty = nn::evaluate(params, Eigen::MatrixXf(12, 0), Eigen::VectorXi(0), ws);
+  CHECK(std::isnan(empty.loss));
+  CHECK(std::isnan(empty.accuracy));
+  CHECK(std::isnan(nn::accuracy(params, Eigen::MatrixXf(12, 0), Eigen::VectorXi(0), ws)));
+  const auto model =
+      nn::sequential(nn::dense(12, 9), nn::swish, nn::layer_norm(9), nn::dense(9, 4));
+  const auto model_params = nn::init<float>(model, rnd::key(27));
+  nn::Workspace<float> model_ws;
+  const auto model_empty =
+      nn::evaluate(model, model_params, Eigen::MatrixXf(12, 0), Eigen::VectorXi(0), model_ws);
+  CHECK(std::isnan(model_empty.loss));
+  CHECK(std::isnan(model_empty.accuracy));
+  // And the workspace goes on as before.
+  CHECK(nn::evaluate(params, X, y, ws).accuracy == accuracy);
+}
+
+TEST_CASE("sigmoid_binary_cross_entropy refuses targets outside [0, 1]", "[nn][loss][errors]") {
+  // optax computes -y log s - (1 - y) log(1 - s) for any y; grove refuses a y that is no
+  // probability (the loss is then unbounded below), naming it, before any work.
+  const Eigen::MatrixXd z = random_matrix<double>(rnd::key(30), 3, 4);
+  Eigen::MatrixXd y = Eigen::MatrixXd::Constant(3, 4, 0.25);
+  y(0, 0) = 0;
+  y(2, 3) = 1;  // the ends are probabilities
+  const double fine = nn::sigmoid_binary_cross_entropy(z, y);
+  CHECK(std::isfinite(fine));
+  const auto model = nn::sequential(nn::dense(5, 3), nn::layer_norm(3));
+  const auto params = nn::init<double>(model, rnd::key(31));
+  const Eigen::MatrixXd X = random_matrix<double>(rnd::key(32), 5, 4);
+  nn::Workspace<double> ws;
+  auto grads = params;
+  const double before =
+      nn::value_and_grad_into(model, params, X, y, nn::sigmoid_binary_cross_entropy, grads, ws);
+  for (const double bad : {1.5, -0.25, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    INFO("target " << bad);
+    Eigen::MatrixXd wrong = y;
+    wrong(2, 1) = bad;
+    const std::string value = std::to_string(bad);
+    CHECK_THROWS_AS(nn::sigmoid_binary_cross_entropy(z, wrong), grove::argument_error);
+    CHECK_THROWS_WITH(nn::sigmoid_binary_cross_entropy(z, wrong),
+                      "grove::nn::sigmoid_binary_cross_entropy: target " + value +
+                          " at output 2 of example 1 is outside [0, 1] (targets are "
+                          "probabilities)");
+    CHECK_THROWS_WITH(nn::sigmoid_binary_cross_entropy.value_and_grad(z, wrong),
+                      Contains("target " + value + " at output 2 of example 1"));
+    CHECK_THROWS_WITH(
+        nn::value_and_grad_into(model, params, X, wrong, nn::sigmoid_binary_cross_entropy, grads,
+                                ws),
+        "grove::nn::value_and_grad: sigmoid_binary_cross_entropy's target " + value +
+            " at output 2 of example 1 is outside [0, 1] (targets are probabilities)");
+    CHECK_THROWS_AS(nn::loss(model, params, X, wrong, nn::sigmoid_binary_cross_entropy, ws),
+                    grove::argument_error);
+  }
+  CHECK(nn::value_and_grad_into(model, params, X, y, nn::sigmoid_binary_cross_entropy, grads, ws) ==
+        before);
 }
 
 TEST_CASE("loss: clear errors for bad targets", "[nn][loss]") {

@@ -5,7 +5,9 @@
 // errors.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdint>
 #include <grove/nn.hpp>
+#include <limits>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "nn_fixtures.hpp"
+#include "optim_fixtures.hpp"
 
 namespace nn = grove::nn;
 namespace rnd = grove::random;
@@ -449,23 +452,6 @@ TEST_CASE("The classic MLP via sequential: today's loss, gradients and sgd_step"
   }
 }
 
-namespace {
-// Whether two trees hold the same numbers, bit for bit (parameters, or optimizer states).
-template <class A>
-bool same_tree(const A& a, const A& b) {
-  bool same = true;
-  grove::tree_for_each(
-      [&](const auto& x, const auto& y) {
-        if constexpr (std::is_arithmetic_v<std::remove_cvref_t<decltype(x)>>)
-          same = same && x == y;
-        else
-          same = same && (x.array() == y.array()).all();
-      },
-      a, b);
-  return same;
-}
-}  // namespace
-
 TEST_CASE("train_step with every optimizer is value_and_grad and the optimizer's step, bit for bit",
           "[nn][model][optim]") {
   namespace optim = grove::optim;
@@ -497,9 +483,9 @@ TEST_CASE("train_step with every optimizer is value_and_grad and the optimizer's
         tx.step(separate, g, s_separate);
         CHECK(l == want);
       }
-      CHECK(same_tree(stepped, separate));
-      CHECK(same_tree(s_stepped, s_separate));
-      CHECK_FALSE(same_tree(stepped, params));
+      CHECK(optim_test::same_leaves(stepped, separate));
+      CHECK(optim_test::same_leaves(s_stepped, s_separate));
+      CHECK_FALSE(optim_test::same_leaves(stepped, params));
       return s_stepped;
     };
     const auto s_adam = against_step("adam", nn::adam(1e-2));
@@ -533,7 +519,7 @@ TEST_CASE("train_step with every optimizer is value_and_grad and the optimizer's
     const auto [l, g] = nn::value_and_grad(model, separate, Xd, yd, nn::softmax_cross_entropy);
     adam.step(separate, g, s_separate);
   }
-  CHECK(same_tree(stepped, separate));
+  CHECK(optim_test::same_leaves(stepped, separate));
   CHECK(std::get<0>(s_stepped).count == 3);
   // A state of other parameters: the optimizer's error, before anything changes.
   const auto adam_f = nn::adam(1e-2);
@@ -547,8 +533,48 @@ TEST_CASE("train_step with every optimizer is value_and_grad and the optimizer's
   CHECK_THROWS_WITH(
       nn::train_step(classic_model, kept, X, y, nn::softmax_cross_entropy, adam_f, wrong, ws),
       StartsWith("grove::optim::step: leaf 4"));
-  CHECK(same_tree(kept, params));
+  CHECK(optim_test::same_leaves(kept, params));
   CHECK(std::get<0>(wrong).count == 0);
+}
+
+TEST_CASE("train_step's fused sgd checks the count and the learning rate as sgd's step does",
+          "[nn][model][optim]") {
+  namespace optim = grove::optim;
+  const auto params = classic(nn::init_network_params<float>({6, 5, 4, 3}, rnd::key(0), 0.3f));
+  using P = std::remove_cvref_t<decltype(params)>;
+  const auto model =
+      nn::sequential(nn::dense(6, 5), nn::swish, nn::dense(5, 4), nn::swish, nn::dense(4, 3));
+  const Eigen::MatrixXf X = nn_test::random_matrix<float>(rnd::key(1), 6, 7);
+  const Eigen::VectorXi y = nn_test::random_labels(rnd::key(2), 7, 3);
+  nn::StepWorkspace<P> ws;
+  // A crafted state whose count cannot be advanced: refused, nothing changed (without the check
+  // the fused path adds one to INT64_MAX).
+  const auto sgd = optim::sgd(0.1);
+  for (const std::int64_t count : {std::numeric_limits<std::int64_t>::max(), std::int64_t{-2}}) {
+    auto kept = params;
+    auto state = sgd.init(kept);
+    std::get<0>(state).count = count;
+    CHECK_THROWS_AS(nn::train_step(model, kept, X, y, nn::softmax_cross_entropy, sgd, state, ws),
+                    grove::argument_error);
+    CHECK_THROWS_WITH(nn::train_step(model, kept, X, y, nn::softmax_cross_entropy, sgd, state, ws),
+                      StartsWith("grove::optim::step: the optimizer state's leaf [0].count is " +
+                                 std::to_string(count)));
+    CHECK(optim_test::same_leaves(kept, params));
+    CHECK(std::get<0>(state).count == count);
+  }
+  // A user's schedule that turns NaN at its third step: two steps, then refused.
+  const auto nan_later =
+      optim::sgd([](std::int64_t step) { return step < 2 ? 0.1 : std::nan(""); });
+  auto stepped = params;
+  auto state = nan_later.init(stepped);
+  nn::train_step(model, stepped, X, y, nn::softmax_cross_entropy, nan_later, state, ws);
+  nn::train_step(model, stepped, X, y, nn::softmax_cross_entropy, nan_later, state, ws);
+  const auto after_two = stepped;
+  CHECK_THROWS_WITH(
+      nn::train_step(model, stepped, X, y, nn::softmax_cross_entropy, nan_later, state, ws),
+      StartsWith("grove::optim::step: learning_rate is nan at count 2"));
+  CHECK(optim_test::same_leaves(stepped, after_two));
+  CHECK(std::get<0>(state).count == 2);
 }
 
 TEST_CASE("train_step with sgd on a model the engine cannot fuse: value_and_grad, then the step",

@@ -2,16 +2,22 @@
 // blocks, dropout and dense layers fused with their activations gives the same loss, parameter
 // gradients and input gradient with 1 and 2 threads (to rounding) as with the activations run as
 // layers of their own, and as central finite differences; a user's layer that opts in to sharing
-// the team is called by every thread, one that does not still works (and is called on one thread).
+// the team is called by every thread, one that does not still works (and is called on one thread);
+// and one that shares the team and throws, on one thread or on both, reaches the caller with its
+// exception, leaving the parameters, the optimizer state and the workspace as they were.
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <grove/nn.hpp>
+#include <grove/optim.hpp>
 #include <span>
+#include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
 #include "nn_fixtures.hpp"
+#include "optim_fixtures.hpp"
 
 namespace nn = grove::nn;
 namespace rnd = grove::random;
@@ -59,6 +65,48 @@ struct SharingDoubling : Doubling {
 
 // The same layer without the opt-in: grove must call it on one thread only.
 struct PlainDoubling : Doubling {};
+
+// y = 2 x on a shared team, which throws std::runtime_error in its forward or backward pass on
+// the threads whose bits are set in `forward_threads` / `backward_threads`: before its barrier,
+// or, `late`, after it (the other threads are then already in the next layer).
+struct Throwing {
+  static constexpr bool shares_team = true;
+  static inline std::atomic<int> widest_team{0};
+  int forward_threads = 0, backward_threads = 0;
+  bool late = false;
+
+  std::string name() const { return "Throwing"; }
+  template <class T>
+  std::monostate init(const grove::random::Key&) const {
+    return {};
+  }
+  static void maybe_throw(int threads, const nn::layer_context& ctx, const char* pass) {
+    int w = widest_team.load();
+    while (ctx.threads > w && !widest_team.compare_exchange_weak(w, ctx.threads)) {
+    }
+    if ((threads >> ctx.thread) & 1)
+      throw std::runtime_error("Throwing: " + std::string(pass) + " on thread " +
+                               std::to_string(ctx.thread));
+  }
+  template <class T>
+  void forward(const std::monostate&, nn::ConstMatrixMap<T> x, nn::MatrixMap<T> y, std::span<T>,
+               const nn::layer_context& ctx) const {
+    for (Eigen::Index j = ctx.thread; j < x.cols(); j += ctx.threads) y.col(j) = 2 * x.col(j);
+    if (!late) maybe_throw(forward_threads, ctx, "forward");
+    nn::team_barrier(ctx);
+    if (late) maybe_throw(forward_threads, ctx, "forward");
+  }
+  template <class T>
+  void backward(const std::monostate&, nn::ConstMatrixMap<T>, nn::ConstMatrixMap<T>,
+                nn::ConstMatrixMap<T> dy, std::monostate&, nn::MatrixMap<T> dx, std::span<T>,
+                const nn::layer_context& ctx) const {
+    if (dx.size() != 0)
+      for (Eigen::Index j = ctx.thread; j < dy.cols(); j += ctx.threads) dx.col(j) = 2 * dy.col(j);
+    if (!late) maybe_throw(backward_threads, ctx, "backward");
+    nn::team_barrier(ctx);
+    if (late) maybe_throw(backward_threads, ctx, "backward");
+  }
+};
 
 }  // namespace user_team
 
@@ -200,4 +248,122 @@ TEST_CASE("A user's layer may share the team; one that does not runs on one thre
     INFO(leaf.path);
     CHECK(leaf.relative_error < 1e-6);
   }
+}
+
+TEST_CASE("A team layer that throws on one thread or on both: the caller gets the exception",
+          "[nn][model][team][user][errors]") {
+  using user_team::Throwing;
+  const Eigen::Index width = 64, batch = 96;
+  // The throwing layer inside a residual block, so that the exception leaves nested sequences
+  // on every thread of the team; the same model with a layer that does not throw gives the
+  // reference numbers.
+  auto model_with = [&](Throwing layer) {
+    return nn::sequential(
+        nn::dense(width, width), nn::gelu,
+        nn::residual(nn::sequential(nn::layer_norm(width), layer, nn::dense(width, width))),
+        nn::layer_norm(width), nn::dense(width, 5));
+  };
+  const auto quiet = model_with(Throwing{});
+  auto params = nn::init<double>(quiet, rnd::key(0));
+  const auto params_before = params;
+  const MatrixXd X = nn_test::random_matrix<double>(rnd::key(1), width, batch);
+  const MatrixXd Y = nn_test::random_matrix<double>(rnd::key(2), 5, batch);
+  const auto tx = grove::optim::adam(1e-3);
+  auto state = tx.init(params);
+  const auto state_before = state;
+
+  nn_test::ThreadCount scope(2);
+  // What a fresh workspace gives.
+  nn::Workspace<double> fresh_ws;
+  decltype(params) want_grads;
+  MatrixXd want_dx;
+  const double want_loss =
+      nn::value_and_grad_into(quiet, params, X, Y, nn::mse, nullptr, want_grads, want_dx, fresh_ws);
+  const MatrixXd want_y = nn::apply(quiet, params, X);
+  Throwing::widest_team = 0;
+  nn::apply(quiet, params, X);
+  REQUIRE(Throwing::widest_team == 2);  // the layer really runs on a team of two
+
+  struct Case {
+    const char* what;
+    int forward_threads, backward_threads;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"forward, thread 0", 1, 0, "Throwing: forward on thread 0"},
+      {"forward, thread 1", 2, 0, "Throwing: forward on thread 1"},
+      {"forward, both threads (the lower thread's exception)", 3, 0,
+       "Throwing: forward on thread 0"},
+      {"backward, thread 0", 0, 1, "Throwing: backward on thread 0"},
+      {"backward, thread 1", 0, 2, "Throwing: backward on thread 1"},
+      {"backward, both threads", 0, 3, "Throwing: backward on thread 0"},
+  };
+  nn::Workspace<double> ws;
+  grove::nn::StepWorkspace<decltype(params)> step_ws;
+  for (const bool late : {false, true}) {
+    for (const Case& c : cases) {
+      INFO(c.what << (late ? ", after its barrier" : ", before its barrier"));
+      const auto throwing = model_with(Throwing{c.forward_threads, c.backward_threads, late});
+      decltype(params) grads;
+      MatrixXd dx;
+      CHECK_THROWS_WITH(
+          nn::value_and_grad_into(throwing, params, X, Y, nn::mse, nullptr, grads, dx, ws),
+          c.message);
+      CHECK_THROWS_AS(nn::train_step(throwing, params, X, Y, nn::mse, tx, state, step_ws),
+                      std::runtime_error);
+      if (c.forward_threads != 0) {
+        MatrixXd y;
+        CHECK_THROWS_WITH(nn::apply_into(throwing, params, X, y, ws), c.message);
+        CHECK_THROWS_WITH(nn::loss(throwing, params, X, Y, nn::mse, ws), c.message);
+      }
+      // Nothing was written, and the same workspaces give the fresh workspace's numbers.
+      CHECK(flat(params) == flat(params_before));
+      CHECK(optim_test::same_leaves(state, state_before));
+      CHECK(nn::value_and_grad_into(quiet, params, X, Y, nn::mse, nullptr, grads, dx, ws) ==
+            want_loss);
+      CHECK(flat(grads) == flat(want_grads));
+      CHECK(dx == want_dx);
+      MatrixXd y;
+      nn::apply_into(quiet, params, X, y, ws);
+      CHECK(y == want_y);
+      auto p = params;
+      auto s = state;
+      auto p_fresh = params;
+      auto s_fresh = state;
+      grove::nn::StepWorkspace<decltype(params)> fresh_step_ws;
+      CHECK(nn::train_step(quiet, p, X, Y, nn::mse, tx, s, step_ws) ==
+            nn::train_step(quiet, p_fresh, X, Y, nn::mse, tx, s_fresh, fresh_step_ws));
+      CHECK(flat(p) == flat(p_fresh));
+    }
+  }
+
+  // A throw after the pass's last barrier: in the backward pass of the model's first layer, and
+  // in apply's forward pass of its last.
+  const auto first = [&](Throwing layer) {
+    return nn::sequential(layer, nn::dense(width, width), nn::gelu, nn::dense(width, 5));
+  };
+  const auto first_params = nn::init<double>(first(Throwing{}), rnd::key(3));
+  const auto last = nn::sequential(nn::dense(width, width), nn::gelu, Throwing{3, 0, true});
+  const auto last_params = nn::init<double>(last, rnd::key(4));
+  nn::Workspace<double> first_ws, last_ws;
+  for (const int threads : {1, 2, 3}) {
+    INFO("throwing threads " << threads);
+    auto grads = first_params;
+    CHECK_THROWS_WITH(
+        nn::value_and_grad_into(first(Throwing{0, threads, true}), first_params, X, Y, nn::mse,
+                                grads, first_ws),
+        threads == 2 ? "Throwing: backward on thread 1" : "Throwing: backward on thread 0");
+    MatrixXd y;
+    CHECK_THROWS_WITH(
+        nn::apply_into(
+            nn::sequential(nn::dense(width, width), nn::gelu, Throwing{threads, 0, true}),
+            last_params, X, y, last_ws),
+        threads == 2 ? "Throwing: forward on thread 1" : "Throwing: forward on thread 0");
+  }
+  nn::Workspace<double> fresh_first_ws;
+  auto g1 = first_params, g2 = first_params;
+  CHECK(
+      nn::value_and_grad_into(first(Throwing{}), first_params, X, Y, nn::mse, g1, first_ws) ==
+      nn::value_and_grad_into(first(Throwing{}), first_params, X, Y, nn::mse, g2, fresh_first_ws));
+  CHECK(flat(g1) == flat(g2));
 }

@@ -1,6 +1,7 @@
 // grove::parallel over LocalDevices: psum / pmean / broadcast on trees with 1 to 4 devices,
 // determinism whatever the threads' timing, buckets, the agreement check (every device raises
-// the same error when the trees differ), and no hang when a device fails or leaves.
+// the same error when the trees differ), integer sums that wrap around, and no hang when a device
+// fails or leaves or when its thread cannot be started.
 //
 // Catch2's assertions are not thread-safe: the devices return what they saw, and the test checks
 // it on the main thread.
@@ -8,11 +9,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <grove/parallel.hpp>
 #include <grove/parallel/train.hpp>  // shard, Shard
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "parallel_fixtures.hpp"
@@ -453,4 +457,66 @@ TEST_CASE("run is not reentrant", "[parallel][abort]") {
   par::LocalDevices devices(2);
   CHECK_THROWS_AS(devices.run([&](par::LocalDevice&) { devices.run([](par::LocalDevice&) {}); }),
                   std::logic_error);
+}
+
+TEST_CASE("LocalDevices whose threads the system refuses: a thread_error, no hang",
+          "[parallel][abort][errors]") {
+  // std::thread fails as the system makes it fail (std::system_error, EAGAIN) at thread k; the
+  // real limits are exercised by parallel_thread_limit_* (tests/parallel.cmake).
+  for (const int k : {0, 1, 3}) {
+    INFO("thread " << k << " refused");
+    try {
+      par::LocalDevices devices(4, 1, par::detail::fail_thread_start{k});
+      FAIL("no exception");
+    } catch (const par::thread_error& e) {
+      const grove::error& as_grove = e;
+      const std::system_error& as_system = e;
+      CHECK(as_system.code() == std::errc::resource_unavailable_try_again);
+      CHECK_THAT(as_grove.what(),
+                 Catch::StartsWith("grove::parallel::LocalDevices: 4 devices need 4 threads, and "
+                                   "the operating system refused to start more than " +
+                                   std::to_string(k) +
+                                   " (the limit on a user's processes and "
+                                   "threads, RLIMIT_NPROC or `ulimit -u`, is "));
+      CHECK_THAT(e.what(), Catch::Contains("RLIMIT_AS or `ulimit -v`, is "));
+      CHECK_THAT(e.what(),
+                 Catch::EndsWith(
+                     "ask for fewer devices or raise the limit: " +
+                     std::make_error_code(std::errc::resource_unavailable_try_again).message()));
+    }
+  }
+  CHECK_THROWS_WITH(par::LocalDevices(1, 2, par::detail::fail_thread_start{0}),
+                    Catch::StartsWith("grove::parallel::LocalDevices: 1 device needs 1 thread, "));
+  // Devices started afterwards work.
+  par::LocalDevices devices(3);
+  const auto sums = devices.run([](par::LocalDevice& d) { return par::psum(1.0, d); });
+  for (double s : sums) CHECK(s == 3.0);
+}
+
+TEST_CASE("psum of signed integers wraps around modulo 2^bits, as JAX's does",
+          "[parallel][integers]") {
+  // (Added as the unsigned type: UBSan, in the sanitized build, finds no signed overflow.)
+  using Ints = std::tuple<std::int32_t, std::int64_t, std::int8_t, Eigen::Array<std::int32_t, 3, 1>,
+                          std::int16_t>;
+  for (const int n : {2, 3}) {
+    INFO(n << " devices");
+    par::LocalDevices devices(n);
+    const auto sums = devices.run([](par::LocalDevice& d) {
+      const bool first = d.rank() == 0;
+      Ints mine{first ? INT32_MAX : 1, first ? INT64_MAX : 1, std::int8_t(first ? 127 : 1),
+                Eigen::Array<std::int32_t, 3, 1>(first ? INT32_MIN : -1, 5, -7),
+                std::int16_t(first ? -32768 : -1)};
+      return par::psum(mine, d);
+    });
+    const int others = n - 1;
+    for (const Ints& s : sums) {
+      CHECK(std::get<0>(s) == INT32_MIN + (others - 1));
+      CHECK(std::get<1>(s) == INT64_MIN + (others - 1));
+      CHECK(std::get<2>(s) == -128 + (others - 1));
+      CHECK(std::get<3>(s)(0) == INT32_MAX - (others - 1));
+      CHECK(std::get<3>(s)(1) == 5 * n);
+      CHECK(std::get<3>(s)(2) == -7 * n);
+      CHECK(std::get<4>(s) == 32767 - (others - 1));
+    }
+  }
 }

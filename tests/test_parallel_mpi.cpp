@@ -1,15 +1,18 @@
 // grove::parallel over MPI ranks (grove::mpi::Communicator), run by ctest through mpirun with 2
 // and 3 ranks: psum / pmean / broadcast on trees, the data-parallel training step against the
-// single-process step and against LocalDevices, bit-identical reruns, and (tag [mismatch]) trees
-// that differ across ranks: the same clear error on every rank, and no hang.
+// single-process step and against LocalDevices, bit-identical reruns, signed integer sums that
+// wrap around as on LocalDevices, and (tag [mismatch]) trees that differ across ranks: the same
+// clear error on every rank, and no hang.
 //
 // Every rank runs the same test cases in the same order, so their collectives match. MPI is
 // initialized before Catch2's main starts and finalized after it returns (mpi_environment below).
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <grove/parallel/mpi.hpp>
 #include <grove/parallel/train.hpp>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "parallel_fixtures.hpp"
@@ -75,6 +78,29 @@ TEST_CASE("MPI: psum, pmean and broadcast on trees", "[mpi]") {
     CHECK(par::in_sync(nets[0], world));
     CHECK_FALSE(par::in_sync(nets[me], world));
   }
+}
+
+TEST_CASE("MPI: psum of signed integers wraps around modulo 2^bits, as on LocalDevices",
+          "[mpi][integers]") {
+  grove::mpi::Communicator world;
+  const int n = world.size();
+  const bool first = world.rank() == 0;
+  std::tuple<std::int32_t, std::int64_t, std::int8_t> mine{
+      first ? INT32_MAX : 1, first ? INT64_MAX : 1, std::int8_t(first ? 127 : 1)};
+  const auto sum = par::psum(mine, world);
+  CHECK(std::get<0>(sum) == INT32_MIN + (n - 2));
+  CHECK(std::get<1>(sum) == INT64_MIN + (n - 2));
+  CHECK(std::get<2>(sum) == -128 + (n - 2));
+  // The same bits as n local devices give.
+  par::LocalDevices devices(n);
+  const auto local = devices.run([&](par::LocalDevice& d) {
+    const bool lead = d.rank() == 0;
+    return par::psum(
+        std::tuple<std::int32_t, std::int64_t, std::int8_t>{
+            lead ? INT32_MAX : 1, lead ? INT64_MAX : 1, std::int8_t(lead ? 127 : 1)},
+        d);
+  });
+  CHECK(local[0] == sum);
 }
 
 namespace {

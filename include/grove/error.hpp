@@ -25,6 +25,18 @@ class error {
   error& operator=(const error&) = default;
 };
 
+/// The operating system refused to start a thread grove needs (a LocalDevices' device, a worker of
+/// a threaded pass's team): a limit on the processes and threads of a user (RLIMIT_NPROC, `ulimit
+/// -u`) or of a cgroup (pids.max) was reached, or the thread's stack did not fit in the address
+/// space (RLIMIT_AS, `ulimit -v`). code() is the system's reason, as std::thread's own
+/// std::system_error gives it (usually std::errc::resource_unavailable_try_again); what() says
+/// how many threads were asked for, how many started, and the limits in force.
+class thread_error : public std::system_error, public error {
+ public:
+  using std::system_error::system_error;
+  const char* what() const noexcept override { return std::system_error::what(); }
+};
+
 /// The caller passed a value the function cannot take: a negative learning rate, a probability
 /// outside [0, 1], a size that does not fit.
 class argument_error : public std::invalid_argument, public error {

@@ -36,7 +36,15 @@
 // arguments and ctx.thread (0 ... ctx.threads - 1) telling them apart: each thread computes its
 // own part of y (or of dx and grads), and the layer calls nn::team_barrier(ctx) (every thread
 // the same number of times) before it returns, so that the next layer sees y complete. With
-// ctx.threads == 1 it is an ordinary call. A model with any layer that does not say so (a user's
+// ctx.threads == 1 it is an ordinary call.
+//
+// Such a layer may throw, on any of the team's threads, anywhere: the exception reaches the
+// caller of the pass, as it does from any layer, with the parameters untouched and the workspace
+// fit for the next pass. The other threads learn of it at their next nn::team_barrier, which then
+// throws grove's own marker (not a std::exception) on each of them, and the pass ends on every
+// thread. So a layer waits for the other threads only in nn::team_barrier (never on a flag of its
+// own, which a thread that threw would never set), and it lets that marker pass: a `catch (...)`
+// in a layer rethrows. A model with any layer that does not say so (a user's
 // layer that knows nothing of threads) runs as before: every layer on the calling thread, grove's
 // products each on a team of their own. grove's own layers all share teams.
 //
@@ -49,8 +57,10 @@
 
 #include <Eigen/Core>
 #include <array>
+#include <atomic>
 #include <concepts>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string>
 #include <tuple>
@@ -86,12 +96,78 @@ struct layer_context {
   int thread = 0;
   /// The team's size; 1 when the layer is called on one thread only.
   int threads = 1;
+  /// grove's own state of this thread in the team (see team_barrier); not for users.
+  void* team = nullptr;
 };
 
+namespace detail {
+
+// Thrown by team_barrier on the threads of a team that did not throw themselves, once one did;
+// caught where the pass's team runs (team_member::run). Not a std::exception, so that a layer's
+// `catch (const std::exception&)` lets it pass.
+struct team_stopped {};
+
+// What the threads of a pass's team share: after how many barriers they all stop, because one of
+// them threw.
+struct team_stop {
+  std::atomic<std::int64_t> after{std::numeric_limits<std::int64_t>::max()};
+};
+
+// One thread of a pass's team (on that thread's stack; ctx.team points to it): the barriers it
+// has passed. A thread that throws between its barriers k - 1 and k sets stop->after to k and then
+// meets barrier k itself, where the others wait or are about to; each of them, leaving barrier k,
+// sees the stop (it was set before the thrower arrived) and throws team_stopped. No thread can be
+// past barrier k yet, and a throw after barrier k sets k + 1 or more, which no thread leaving
+// barrier k mistakes for its own stop: so every thread passes the same barriers. The run ends with
+// one barrier more, which a thread that throws after the body's last barrier meets.
+struct team_member {
+  team_stop* stop;
+  int threads;
+  std::int64_t passed = 0;
+
+  bool stopped() const { return passed >= stop->after.load(std::memory_order_seq_cst); }
+
+  void barrier() {
+    if (stopped()) throw team_stopped{};  // (a layer swallowed the first one: no more waiting)
+    ::grove::detail::barrier(threads);
+    ++passed;
+    if (stopped()) throw team_stopped{};
+  }
+
+  // Runs body() on this thread; rethrows its exception once the other threads know of it.
+  template <class Body>
+  void run(Body&& body) {
+    try {
+      body();
+    } catch (const team_stopped&) {
+      return;  // another thread threw: its exception reaches the caller
+    } catch (...) {
+      if (!stopped()) {
+        std::int64_t at = stop->after.load(std::memory_order_seq_cst);
+        while (passed + 1 < at && !stop->after.compare_exchange_weak(at, passed + 1)) {
+        }
+        ::grove::detail::barrier(threads);  // barrier passed + 1, which the others meet
+      }
+      throw;
+    }
+    if (stopped()) return;
+    ::grove::detail::barrier(threads);  // the last barrier, which a late thrower meets
+    ++passed;
+  }
+};
+
+}  // namespace detail
+
 /// Waits until every thread of the pass's team has arrived (nothing with one thread): what a layer
-/// that shares a team calls between its phases and before it returns.
+/// that shares a team calls between its phases and before it returns. When another thread of the
+/// team has thrown, it throws grove's own marker instead of returning (see "Sharing a team"
+/// above), which ends the pass on this thread too.
 inline void team_barrier(const layer_context& ctx) {
-  ::grove::detail::barrier(ctx.threads);
+  if (ctx.threads <= 1) return;
+  if (ctx.team != nullptr)
+    static_cast<detail::team_member*>(ctx.team)->barrier();
+  else
+    ::grove::detail::barrier(ctx.threads);
 }
 
 namespace detail {

@@ -70,7 +70,7 @@ void forward_layer(const L& layer, const P& params, ConstMatrixMap<T> x, MatrixM
         layer.forward(x.data() + r.begin, y.data() + r.begin, r.size());
       }
     }
-    barrier(ctx.threads);
+    team_barrier(ctx);
   } else {
     layer.template forward<T>(params, x, y, saved, ctx);
   }
@@ -86,7 +86,7 @@ void backward_layer(const L& layer, const P& params, ConstMatrixMap<T> x, ConstM
       if (!r.empty())
         flat_part(dx.data(), r) = flat_part(dy.data(), r) * flat_part(saved.data(), r);
     }
-    barrier(ctx.threads);
+    team_barrier(ctx);
   } else {
     layer.template backward<T>(params, x, y, dy, grads, dx, saved, ctx);
   }
@@ -164,7 +164,7 @@ void on_team(const layer_context& ctx, Body&& body) {
       GemmScratch<T> local;
       body(ctx.thread, ctx.threads, local);
     }
-    barrier(ctx.threads);
+    team_barrier(ctx);
     return;
   }
   const int nt = ctx.detail ? max_threads() : 1;

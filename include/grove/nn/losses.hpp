@@ -27,6 +27,7 @@
 #include <concepts>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <type_traits>
 
 #include "grove/nn/dense.hpp"
@@ -164,9 +165,29 @@ struct SoftmaxCrossEntropy : detail::loss_base<SoftmaxCrossEntropy> {
 /// optax.sigmoid_binary_cross_entropy of logits z and targets y in [0, 1] (outputs x batch),
 /// elementwise -y log sigmoid(z) - (1 - y) log(1 - sigmoid(z)), computed as
 /// max(z, 0) - z y + log1p(exp(-|z|)); the loss is the mean over all elements. Its gradient is
-/// (sigmoid(z) - y) / (outputs * batch).
+/// (sigmoid(z) - y) / (outputs * batch). Unlike optax, which computes the formula for any y,
+/// throws grove::argument_error for a target outside [0, 1] or NaN, naming its output and example,
+/// before any work: such a y is no probability, and the loss is then unbounded below (a model
+/// trained on it diverges).
 struct SigmoidBinaryCrossEntropy : detail::elementwise_loss<SigmoidBinaryCrossEntropy> {
   static constexpr const char* function = "sigmoid_binary_cross_entropy";
+  template <class Targets>
+  void check(const char* fn, const Targets& t, Index rows, Index batch) const {
+    detail::require_matrix_targets(fn, t, rows, batch);
+    if constexpr (!detail::is_labels_v<Targets>) {
+      for (Index j = 0; j < batch; ++j) {
+        const auto* y = t.y.col(j);
+        for (Index i = 0; i < rows; ++i)
+          if (!(y[i] >= 0 && y[i] <= 1))
+            detail::fail(fn, std::string(fn == std::string_view(function)
+                                             ? "target "
+                                             : "sigmoid_binary_cross_entropy's target ") +
+                                 std::to_string(y[i]) + " at output " + std::to_string(i) +
+                                 " of example " + std::to_string(j) +
+                                 " is outside [0, 1] (targets are probabilities)");
+      }
+    }
+  }
   /// One example's elementwise terms, summed (see detail::elementwise_loss).
   template <class Z, class Y, class T>
   T sum_and_grad(Z& zc, const Y& y, T n, bool grad, T scale) const {

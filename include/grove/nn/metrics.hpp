@@ -27,7 +27,9 @@ Eigen::Matrix<Index, Eigen::Dynamic, 1> argmax(const Eigen::MatrixBase<D>& logit
   return out;
 }
 
-/// What evaluate returns.
+/// What evaluate returns. Of a set of no examples both are NaN: each is a mean over the examples,
+/// and a mean of nothing is NaN, as loss() and value_and_grad of an empty batch and jnp.mean of an
+/// empty array give it (an accuracy of 0 would claim that every example was wrong).
 struct Evaluation {
   double loss;      ///< the mean cross-entropy, as loss() computes it
   double accuracy;  ///< as accuracy() computes it
@@ -42,7 +44,9 @@ namespace detail {
 template <class T, class Targets, class LogitsInto>
 Evaluation score_in_chunks(const Targets& targets, Index classes, Index batch, Workspace<T>& ws,
                            LogitsInto&& logits_into) {
-  if (batch == 0) return Evaluation{std::numeric_limits<double>::quiet_NaN(), 0.0};
+  if (batch == 0)
+    return Evaluation{std::numeric_limits<double>::quiet_NaN(),
+                      std::numeric_limits<double>::quiet_NaN()};
   const Index widest = std::min(inference_chunk, batch);
   if (ws.predictions_.size() < classes * widest) ws.predictions_.resize(classes, widest);
   T total = 0;
@@ -89,8 +93,8 @@ Evaluation evaluate_network(const char* function, const P& params, const Eigen::
 
 }  // namespace detail
 
-/// The fraction of examples (columns of X) whose largest logit is at their label (in [0, 1]).
-/// labels: one integer per example. Computed in chunks through `ws`.
+/// The fraction of examples (columns of X) whose largest logit is at their label (in [0, 1]; NaN
+/// of no examples). labels: one integer per example. Computed in chunks through `ws`.
 template <network P, class DX, class DL, activation Act = Swish>
 double accuracy(const P& params, const Eigen::MatrixBase<DX>& X, const Eigen::DenseBase<DL>& labels,
                 Workspace<network_scalar_t<P>>& ws, const Act& act = {}) {

@@ -170,11 +170,16 @@ void on_pass_team(const layer_context& ctx, Workspace<T>& ws, Body&& body) {
   auto& scratch = ws.scratch();
   if (static_cast<int>(scratch.size()) < nt) scratch.resize(static_cast<std::size_t>(nt));
   if (static_cast<int>(ws.places_.size()) < nt) ws.places_.resize(static_cast<std::size_t>(nt));
+  // A throw on some of the threads ends the pass on all of them at their next barrier (see
+  // team_member), and parallel() rethrows it here.
+  team_stop stop;
   parallel(nt, [&](int tid, int team) {
+    team_member member{&stop, team};
     layer_context c = ctx;
     c.thread = tid;
     c.threads = team;
-    body(c);
+    c.team = &member;
+    member.run([&] { body(c); });
   });
 }
 
@@ -240,7 +245,7 @@ T pass(const char* function, const M& m, const P& params, const BatchRef<T>& x,
             for (Index j = 0; j < batch; ++j)
               total += loss.column(targets, j, dy.col(j).data(), out, training, scale);
           }
-          barrier(ctx.threads);
+          team_barrier(ctx);
           if (training)
             backward_layer<T>(m, params, xm, ConstMatrixMap<T>(y.data(), out, batch),
                               ConstMatrixMap<T>(dy.data(), out, batch), *g, dx, saved_span, ctx);
@@ -339,7 +344,7 @@ Matrix<typename DX::Scalar> apply(const M& m, const P& params, const Eigen::Matr
 
 /// The mean softmax cross-entropy and the accuracy of a classifier on a labelled set, in one
 /// forward pass in chunks through `ws` (nn::evaluate of the walk-through's MLP, for any model;
-/// for a chain of dense layers the same numbers).
+/// for a chain of dense layers the same numbers). Of no examples both are NaN (see Evaluation).
 template <model M, class P, class DX, class DL>
 Evaluation evaluate(const M& m, const P& params, const Eigen::MatrixBase<DX>& X,
                     const Eigen::DenseBase<DL>& labels, Workspace<typename DX::Scalar>& ws) {
@@ -480,9 +485,11 @@ typename DX::Scalar train_step(const M& m, P& params, const Eigen::MatrixBase<DX
   // run once), then the optimizer's step.
   constexpr bool plain_sgd = std::is_same_v<Opt, optim::Chain<optim::ScaleBySchedule>> &&
                              std::is_same_v<State, std::tuple<optim::ScaleByScheduleState>>;
-  T lr = T(-1);  // no fused step
-  if constexpr (plain_sgd)
-    lr = static_cast<T>(-std::get<0>(opt.transformations()).schedule()(std::get<0>(state).count));
+  T lr = T(-1);             // no fused step
+  if constexpr (plain_sgd)  // the step's own checks of the count and of the learning rate
+    lr = static_cast<T>(-optim::detail::naming_state_leaf("grove::optim::step", state, [&] {
+      return std::get<0>(opt.transformations()).context(std::get<0>(state), 0.0);
+    }));
   bool fused = false;
   const T value = detail::pass<T>("train_step", m, params, x, Y, loss_fn, key, &ws.grads, nullptr,
                                   ws.ws, lr, &fused);

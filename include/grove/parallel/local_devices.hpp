@@ -25,6 +25,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -33,13 +34,35 @@
 #if defined(_OPENMP)
 #include <omp.h>
 #endif
-
+#include "grove/detail/thread_limits.hpp"
 #include "grove/error.hpp"
 #include "grove/parallel/communicator.hpp"
 
 namespace grove::parallel {
 
+/// The operating system refused to start a thread that a LocalDevices needs (grove::thread_error,
+/// which grove's thread teams throw too). Catch it to retry with fewer devices.
+using thread_error = ::grove::thread_error;
+
 namespace detail {
+
+/// For grove's tests only: LocalDevices(n, threads_per_device, fail_thread_start{k}) fails to
+/// start its thread number k (0-based) as std::thread fails when the system refuses
+/// (std::system_error, resource_unavailable_try_again), so that the constructor's way out of a
+/// half-started group is tested without exhausting a real limit.
+struct fail_thread_start {
+  int after = -1;
+};
+
+// thread_error's message: n devices' threads asked for, `started` of them started.
+inline std::string refused_text(int n, std::size_t started) {
+  const std::string threads =
+      n == 1 ? "1 device needs 1 thread"
+             : std::to_string(n) + " devices need " + std::to_string(n) + " threads";
+  return "grove::parallel::LocalDevices: " + threads +
+         ", and the operating system refused to start more than " + std::to_string(started) + " (" +
+         ::grove::detail::thread_limits() + "); ask for fewer devices or raise the limit";
+}
 
 // The LocalDevices whose run() the current thread is executing (nullptr outside).
 inline thread_local const void* running_devices = nullptr;
@@ -209,15 +232,24 @@ class LocalDevices {
     int size() const { return group_->size(); }
 
     /// In place: buf = the sum over devices of buf, added in rank order, the same bits on every
-    /// device. Each device adds up its own share of the elements, for every device.
+    /// device. Each device adds up its own share of the elements, for every device. Signed
+    /// integers wrap around, modulo 2^bits, as JAX's psum does (added as their unsigned type, so
+    /// that an overflow is no undefined behaviour).
     template <reducible T>
     void allreduce_sum(std::span<T> buf) {
-      reduce(buf, detail::tag_sum | detail::scalar_code<T>(),
-             [](T* acc, const T* x, std::size_t n) {
-               using A = Eigen::Array<T, Eigen::Dynamic, 1>;
-               Eigen::Map<A>(acc, static_cast<Eigen::Index>(n)) +=
-                   Eigen::Map<const A>(x, static_cast<Eigen::Index>(n));
-             });
+      reduce(
+          buf, detail::tag_sum | detail::scalar_code<T>(), [](T* acc, const T* x, std::size_t n) {
+            if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+              using U = std::make_unsigned_t<T>;
+              for (std::size_t i = 0; i < n; ++i)
+                acc[i] =
+                    static_cast<T>(static_cast<U>(static_cast<U>(acc[i]) + static_cast<U>(x[i])));
+            } else {
+              using A = Eigen::Array<T, Eigen::Dynamic, 1>;
+              Eigen::Map<A>(acc, static_cast<Eigen::Index>(n)) +=
+                  Eigen::Map<const A>(x, static_cast<Eigen::Index>(n));
+            }
+          });
     }
 
     /// In place: the elementwise maximum over devices.
@@ -307,8 +339,14 @@ class LocalDevices {
   };
 
   /// `n` devices (n >= 1), each computing with `threads_per_device` threads (>= 1). On a machine
-  /// with C cores, n * threads_per_device = C uses them all.
+  /// with C cores, n * threads_per_device = C uses them all. Starts one thread per device; throws
+  /// grove::parallel::thread_error (a std::system_error) when the operating system refuses one,
+  /// after stopping the threads already started.
   explicit LocalDevices(int n, int threads_per_device = 1)
+      : LocalDevices(n, threads_per_device, detail::fail_thread_start{}) {}
+
+  /// For grove's tests only (see detail::fail_thread_start).
+  LocalDevices(int n, int threads_per_device, detail::fail_thread_start fail)
       : threads_per_device_(threads_per_device) {
     if (n < 1)
       throw ::grove::argument_error(
@@ -322,20 +360,31 @@ class LocalDevices {
     for (int r = 0; r < n; ++r) devices_.push_back(Device(group_.get(), r));
     errors_.resize(static_cast<std::size_t>(n));
     workers_.reserve(static_cast<std::size_t>(n));
-    for (int r = 0; r < n; ++r) workers_.emplace_back([this, r] { work(r); });
+    try {
+      for (int r = 0; r < n; ++r) {
+        if (r == fail.after)
+          throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again),
+                                  "grove's test refusal");
+        workers_.emplace_back([this, r] { work(r); });
+      }
+    } catch (...) {
+      // The members are about to be destroyed: the started workers, which wait on start_, must
+      // be gone first (a condition variable destroyed under a waiter blocks forever, a joinable
+      // std::thread destroyed calls std::terminate).
+      const std::size_t started = workers_.size();
+      stop_workers();
+      try {
+        throw;
+      } catch (const std::system_error& e) {
+        throw thread_error(e.code(), detail::refused_text(n, started));
+      }
+    }
   }
 
   LocalDevices(const LocalDevices&) = delete;
   LocalDevices& operator=(const LocalDevices&) = delete;
 
-  ~LocalDevices() {
-    {
-      std::lock_guard lock(m_);
-      stop_ = true;
-    }
-    start_.notify_all();
-    for (auto& w : workers_) w.join();
-  }
+  ~LocalDevices() { stop_workers(); }
 
   int size() const { return group_->size(); }
   int threads_per_device() const { return threads_per_device_; }
@@ -368,6 +417,15 @@ class LocalDevices {
   }
 
  private:
+  void stop_workers() {
+    {
+      std::lock_guard lock(m_);
+      stop_ = true;
+    }
+    start_.notify_all();
+    for (auto& w : workers_) w.join();
+  }
+
   template <class Job>
   void dispatch(Job& job) {
     group_->reset();

@@ -186,12 +186,17 @@ class Communicator {
   /// The MPI communicator.
   MPI_Comm native() const { return comm_; }
 
-  /// In place: buf = the sum over ranks of buf (MPI_Allreduce, MPI_IN_PLACE, MPI_SUM).
+  /// In place: buf = the sum over ranks of buf (MPI_Allreduce, MPI_IN_PLACE, MPI_SUM). Signed
+  /// integers wrap around, modulo 2^bits, as JAX's psum does and as LocalDevices adds them: MPI
+  /// adds them as their unsigned type (the same bits), whose overflow is defined in C.
   template <parallel::reducible T>
   void allreduce_sum(std::span<T> buf) {
+    using Sum = std::conditional_t<std::is_integral_v<T> && std::is_signed_v<T>,
+                                   std::make_unsigned<T>, std::type_identity<T>>;
     detail::in_pieces(buf.data(), buf.size(), [&](T* p, int n) {
-      detail::check(MPI_Allreduce(MPI_IN_PLACE, p, n, detail::datatype<T>(), MPI_SUM, comm_),
-                    "MPI_Allreduce");
+      detail::check(
+          MPI_Allreduce(MPI_IN_PLACE, p, n, detail::datatype<typename Sum::type>(), MPI_SUM, comm_),
+          "MPI_Allreduce");
     });
   }
 
