@@ -144,6 +144,57 @@ grove_train_mlp_hostile(metrics_onto_directory EXIT 1 EXPECT "--metrics .*a-dire
 grove_train_mlp_hostile(save_onto_directory EXIT 1 EXPECT "--save .*a-directory: it is a directory"
                         ARGS --save ${_in}/a-directory FORBID ${_no_epoch})
 
+# --- outputs that are an input, or each other: refused before training, nothing touched ----------
+# A missing file named twice (the same absolute path), an existing one through a symbolic link, a
+# hard link or "..", and a dataset file, through a link to its directory.
+set(_same ${_hostile}/same)
+grove_train_mlp_hostile(same_save_plot EXIT 2 WATCH ${_same} FORBID ${_no_epoch}
+                        EXPECT "--save .*/new.safetensors and --plot .*/new.safetensors are the same file"
+                        ARGS --save ${_same}/new.safetensors --plot ${_same}/new.safetensors)
+grove_train_mlp_hostile(same_metrics_plot_dotdot EXIT 2 WATCH ${_same} FORBID ${_no_epoch}
+                        EXPECT "--metrics .*/m.csv and --plot .*/sub/../m.csv are the same file"
+                        ARGS --metrics ${_same}/m.csv --plot ${_same}/sub/../m.csv)
+grove_train_mlp_hostile(same_save_metrics_symlink EXIT 2 WATCH ${_same} FORBID ${_no_epoch}
+                        EXPECT "--save .*/ck.safetensors and --metrics .*/ck-symlink.safetensors are the same file"
+                        ARGS --save ${_same}/ck.safetensors --metrics ${_same}/ck-symlink.safetensors)
+grove_train_mlp_hostile(same_resume_metrics EXIT 2 WATCH ${_same} FORBID ${_no_epoch}
+                        EXPECT "--metrics .*/ck.safetensors is the same file as the checkpoint --resume"
+                        ARGS --epochs 2 --batch-size 16 --resume ${_same}/ck.safetensors
+                             --metrics ${_same}/ck.safetensors)
+grove_train_mlp_hostile(same_resume_metrics_symlink EXIT 2 WATCH ${_same} FORBID ${_no_epoch}
+                        EXPECT "--metrics .*/ck-symlink.safetensors is the same file as the checkpoint --resume"
+                        ARGS --epochs 2 --batch-size 16 --resume ${_same}/ck.safetensors
+                             --metrics ${_same}/ck-symlink.safetensors)
+grove_train_mlp_hostile(same_resume_plot_hardlink_dotdot EXIT 2 WATCH ${_same} FORBID ${_no_epoch}
+                        EXPECT "--plot .*/sub/../ck-hardlink.safetensors is the same file as the checkpoint --resume"
+                        ARGS --epochs 2 --batch-size 16 --resume ${_same}/ck.safetensors
+                             --plot ${_same}/sub/../ck-hardlink.safetensors)
+grove_train_mlp_hostile(same_save_data EXIT 2 WATCH ${_hostile}/good FORBID ${_no_epoch}
+                        EXPECT "--save .*/train-labels-idx1-ubyte is the same file as the dataset file"
+                        ARGS --save ${_hostile}/good/train-labels-idx1-ubyte)
+grove_train_mlp_hostile(same_metrics_data_symlink EXIT 2 WATCH ${_hostile}/good FORBID ${_no_epoch}
+                        EXPECT "--metrics .*/data-link/t10k-images-idx3-ubyte is the same file as the dataset file"
+                        ARGS --metrics ${_same}/data-link/t10k-images-idx3-ubyte)
+# --save onto the checkpoint it resumes from continues the run (read first, replaced atomically
+# after each epoch): allowed.
+grove_train_mlp_hostile(resume_save_same_file EXIT 0 EXPECT "resumed from .* after epoch 1.*final test"
+                        ARGS --epochs 2 --batch-size 16 --resume ${_out}/continued.safetensors
+                             --save ${_out}/continued.safetensors)
+# Outputs that only look alike are written.
+grove_train_mlp_hostile(distinct_outputs EXIT 0 EXPECT "final test accuracy"
+                        ARGS --epochs 1 --save ${_out}/distinct.safetensors
+                             --metrics ${_out}/distinct.safetensors.csv)
+
+# --- a failed run leaves the previous run's --metrics as it was ---------------------------------
+add_test(NAME train_mlp_hostile_metrics_kept
+         COMMAND ${CMAKE_COMMAND}
+                 "-DTRAIN=$<TARGET_FILE:${_hostile_train}>|--data|${_hostile}/good|--layers|784,16,10|--threads|1|--epochs|1|--batch-size|64"
+                 "-DFAILING=--optimizer|sgd|--lr|1e30|--lr-decay|1"
+                 -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/hostile-metrics-kept
+                 -P ${_hostile_src}/metrics_kept.cmake)
+set_tests_properties(train_mlp_hostile_metrics_kept PROPERTIES FIXTURES_REQUIRED train_mlp_hostile
+                     TIMEOUT 120 ENVIRONMENT "${_hostile_asan}")
+
 # --- memory and time bombs -----------------------------------------------------------------------
 grove_train_mlp_hostile(bomb_labels EXIT 1 MEMORY_KIB ${_ceiling}
                         EXPECT "read_idx_labels: .*train-labels-idx1-ubyte: .*the header describes 4294967295 elements"
@@ -187,8 +238,38 @@ grove_train_mlp_hostile(layers_absurd EXIT 2 MEMORY_KIB ${_ceiling} EXPECT "widt
 grove_train_mlp_hostile(layers_too_many_parameters EXIT 2 MEMORY_KIB ${_ceiling}
                         EXPECT "parameters, more than 268435456"
                         ARGS --layers 784,1000000,1000000,10)
+# A model too large for memory says how large, and why it does not fit: here an allocation fails
+# under the ceiling (std::bad_alloc, reported with the estimate), and a model beyond the machine's
+# memory and swap (1025 copies of the parameters and adam's state, for 1024 local devices) is
+# refused before anything of it is allocated.
+grove_train_mlp_hostile(model_beyond_ulimit EXIT 1 MEMORY_KIB ${_ceiling} FORBID ${_no_epoch}
+                        EXPECT "the MLP 784-300000-10 with adam needs about [0-9.]+ GB \\([0-9]+ MB of parameters, [0-9.]+ GB of adam's state"
+                        ARGS --layers 784,300000,10)
+grove_train_mlp_hostile(model_beyond_machine EXIT 1 FORBID "${_no_epoch}|MLP 784-300000-10 \\("
+                        EXPECT "the MLP 784-300000-10 with adam needs about [0-9.]+ GB .*for 1024 local devices\\), more than the [0-9.]+ GB of memory"
+                        ARGS --layers 784,300000,10 --devices 1024 --batch-size 1024)
+# (A thread that the system refuses, to a pass's team or to --devices, is a grove::thread_error,
+# which train_mlp reports with exit 1 like any grove error: tests/parallel_thread_limit.cmake
+# tests both under real limits.)
 grove_train_mlp_hostile(seed_negative EXIT 2 EXPECT "--seed: must be a non-negative decimal integer, got -1"
                         ARGS --seed -1)
+# Integers beyond their type are refused, not clamped (CLI11 reads 2^64 as 2^64 - 1).
+grove_train_mlp_hostile(seed_2_64 EXIT 2
+                        EXPECT "--seed: must be at most 18446744073709551615, got 18446744073709551616"
+                        ARGS --seed 18446744073709551616)
+grove_train_mlp_hostile(seed_20_digits EXIT 2
+                        EXPECT "--seed: must be at most 18446744073709551615, got 99999999999999999999"
+                        ARGS --seed 99999999999999999999)
+grove_train_mlp_hostile(seed_max EXIT 0 EXPECT "seed 18446744073709551615"
+                        ARGS --epochs 1 --seed 18446744073709551615)
+grove_train_mlp_hostile(warmup_steps_2_63 EXIT 2
+                        EXPECT "--warmup-steps: must be at most 9223372036854775807, got 9223372036854775808"
+                        ARGS --schedule cosine --warmup-steps 9223372036854775808)
+grove_train_mlp_hostile(epochs_2_31 EXIT 2 EXPECT "--epochs: must be at most 2147483647, got 2147483648"
+                        ARGS --epochs 2147483648)
+grove_train_mlp_hostile(epochs_zero EXIT 2 EXPECT "--epochs: must be at least 1, got 0" ARGS --epochs 0)
+grove_train_mlp_hostile(batch_size_hex EXIT 2 EXPECT "--batch-size: must be a non-negative decimal integer, got 0x10"
+                        ARGS --batch-size 0x10)
 grove_train_mlp_hostile(epochs_twice EXIT 2 EXPECT "--epochs: At Most 1 required but received 2" ARGS --epochs 1 --epochs 2)
 grove_train_mlp_hostile(resume_names_batch_size EXIT 1
                         EXPECT "--batch-size: 16 in the checkpoint, 32 now"
@@ -243,4 +324,108 @@ if(GROVE_MPI)
   # the others must not wait for it in their first collective.
   grove_train_mlp_ranks_disagree(one_rank_fails "the data directory .*missing does not exist"
                                  "--data,${_hostile}/good" "--data,${_hostile}/missing" 1)
+
+  # grove_train_mlp_ranks(NAME EXIT status EXPECT regex [FORBID regex] A args... B args...): rank 0
+  # runs train_mlp A, rank 1 train_mlp B (each with the good dataset, the small network and one
+  # thread unless it says otherwise). A rank that cannot start (a bad flag, --help) must end both
+  # within 45 s, mpirun's own timeout being minutes, with its message printed once.
+  function(grove_train_mlp_ranks name)
+    cmake_parse_arguments(PARSE_ARGV 1 arg "" "EXIT;EXPECT;FORBID" "A;B")
+    set(sides)
+    foreach(side A B)
+      set(args $<TARGET_FILE:${_hostile_train}> ${arg_${side}})
+      foreach(flag data layers threads)
+        if(NOT "--${flag}" IN_LIST args)
+          set(value ${_hostile}/good)
+          if(flag STREQUAL "layers")
+            set(value 784,16,10)
+          elseif(flag STREQUAL "threads")
+            set(value 1)
+          endif()
+          list(APPEND args --${flag} ${value})
+        endif()
+      endforeach()
+      if(sides)
+        list(APPEND sides :)
+      endif()
+      list(APPEND sides ${MPIEXEC_NUMPROC_FLAG} 1 ${args})
+    endforeach()
+    string(JOIN "|" command ${MPIEXEC_EXECUTABLE} ${GROVE_MPIEXEC_FLAGS} ${sides})
+    set(forbid "${_no_epoch}")
+    if(arg_FORBID)
+      set(forbid "${_no_epoch}|${arg_FORBID}")
+    endif()
+    add_test(NAME train_mlp_hostile_mpi_${name}
+             COMMAND ${CMAKE_COMMAND} "-DCOMMAND=${command}" -DEXPECT_RC=${arg_EXIT}
+                     "-DEXPECT=${arg_EXPECT}" "-DFORBID=${forbid}" -DWATCH=${_hostile}/inputs
+                     -DTIMEOUT=45 -P ${_hostile_src}/run_case.cmake)
+    set_tests_properties(train_mlp_hostile_mpi_${name} PROPERTIES
+                         FIXTURES_REQUIRED train_mlp_hostile TIMEOUT 120 PROCESSORS 2
+                         ENVIRONMENT "${GROVE_MPI_TEST_ENV};OMP_WAIT_POLICY=PASSIVE;${_hostile_asan}")
+  endfunction()
+  # A flag CLI11 refuses, one train_mlp's own checks refuse, an unknown flag, on rank 1 alone;
+  # the same on rank 0 alone; the same bad flag on both (said once, without a rank); --help on
+  # one rank only.
+  grove_train_mlp_ranks(rank1_epochs_0 EXIT 2 A --epochs 1 B --epochs 0
+                        EXPECT "train_mlp: rank 1: --epochs: must be at least 1, got 0")
+  grove_train_mlp_ranks(rank1_epochs_0_rank0_says EXIT 2 A --epochs 1 B --epochs 0
+                        EXPECT "train_mlp: rank 0: not training, since rank 1 could not start")
+  grove_train_mlp_ranks(rank1_layers EXIT 2 A --epochs 1 B --layers 784
+                        EXPECT "train_mlp: rank 1: --layers must start with 784 \\(the pixels\\) and end with 10")
+  grove_train_mlp_ranks(rank1_bogus EXIT 2 A --epochs 1 B --epochs 1 --bogus
+                        EXPECT "train_mlp: rank 1: The following argument was not expected: --bogus")
+  grove_train_mlp_ranks(rank1_seed_2_64 EXIT 2 A --epochs 1 B --epochs 1 --seed 18446744073709551616
+                        EXPECT "train_mlp: rank 1: --seed: must be at most 18446744073709551615")
+  grove_train_mlp_ranks(rank1_same_file EXIT 2 A --epochs 1
+                        B --epochs 1 --save ${_out}/mpi.safetensors --plot ${_out}/mpi.safetensors
+                        EXPECT "train_mlp: rank 1: --save .* and --plot .* are the same file")
+  grove_train_mlp_ranks(rank0_epochs_0 EXIT 2 A --epochs 0 B --epochs 1
+                        EXPECT "train_mlp: rank 0: --epochs: must be at least 1, got 0")
+  grove_train_mlp_ranks(both_bogus EXIT 2 A --bogus B --bogus FORBID "rank [01]:"
+                        EXPECT "train_mlp: The following argument was not expected: --bogus")
+  grove_train_mlp_ranks(rank1_help EXIT 2 A --epochs 1 B --help
+                        EXPECT "train_mlp: rank 0: not training, since rank 1 was given --help")
+endif()
+
+# --- scripts/bench.sh --out: refused before anything is installed, configured or built --------
+# A stand-in cmake first on PATH says so if bench.sh ever gets as far as configuring; WATCH shows
+# that nothing was made. An existing directory bench.sh may not write in: as root, through
+# setpriv as nobody (root writes anywhere); skipped where neither works.
+set(_scripts ${CMAKE_CURRENT_BINARY_DIR}/hostile-scripts)
+file(MAKE_DIRECTORY ${_scripts}/bin ${_scripts}/watched)
+file(WRITE ${_scripts}/bin/cmake "#!/bin/sh\necho 'stand-in cmake ran' >&2\nexit 97\n")
+file(CHMOD ${_scripts}/bin/cmake PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ
+           GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
+file(WRITE ${_scripts}/watched/a-regular-file "not a directory\n")
+file(MAKE_DIRECTORY ${_scripts}/watched/read-only)
+file(CHMOD ${_scripts}/watched/read-only PERMISSIONS OWNER_READ OWNER_EXECUTE GROUP_READ
+           GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
+# grove_bench_out_hostile(NAME EXPECT regex ARGS flags... [AS prefix...]): `prefix bash
+# scripts/bench.sh flags` must exit 2 saying `regex`, having run nothing and changed nothing.
+function(grove_bench_out_hostile name)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "EXPECT" "ARGS;AS")
+  string(JOIN "|" command ${arg_AS} bash ${PROJECT_SOURCE_DIR}/scripts/bench.sh ${arg_ARGS})
+  add_test(NAME bench_sh_hostile_${name}
+           COMMAND ${CMAKE_COMMAND} "-DCOMMAND=${command}" -DEXPECT_RC=2 "-DEXPECT=${arg_EXPECT}"
+                   "-DFORBID=stand-in cmake|== grove benchmarks|grove: installing"
+                   -DWATCH=${_scripts}/watched -P ${_hostile_src}/run_case.cmake)
+  set_tests_properties(bench_sh_hostile_${name} PROPERTIES TIMEOUT 60
+                       ENVIRONMENT_MODIFICATION "PATH=path_list_prepend:${_scripts}/bin")
+endfunction()
+grove_bench_out_hostile(out_regular_file EXPECT "bench.sh: --out .*/a-regular-file: not a directory"
+                        ARGS --quick --out ${_scripts}/watched/a-regular-file)
+grove_bench_out_hostile(out_under_regular_file
+                        EXPECT "bench.sh: --out .*/a-regular-file/results: cannot create it \\(Not a directory\\)"
+                        ARGS --out ${_scripts}/watched/a-regular-file/results)
+grove_bench_out_hostile(out_cannot_create EXPECT "bench.sh: --out /proc/grove-bench-results: cannot create it"
+                        ARGS --out /proc/grove-bench-results)
+execute_process(COMMAND id -u OUTPUT_VARIABLE _uid OUTPUT_STRIP_TRAILING_WHITESPACE)
+find_program(GROVE_SETPRIV setpriv)
+if(NOT _uid STREQUAL "0")
+  grove_bench_out_hostile(out_read_only EXPECT "bench.sh: --out .*/read-only: cannot write in it"
+                          ARGS --out ${_scripts}/watched/read-only)
+elseif(GROVE_SETPRIV)
+  grove_bench_out_hostile(out_read_only EXPECT "bench.sh: --out .*/read-only: cannot write in it"
+                          ARGS --out ${_scripts}/watched/read-only
+                          AS ${GROVE_SETPRIV} --reuid=65534 --regid=65534 --clear-groups)
 endif()

@@ -16,6 +16,7 @@
 // the gradients (grove::parallel::train_step). The same --seed and --threads give the same numbers
 // run after run, and a run resumed from a checkpoint gives the bits of one never interrupted.
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
@@ -31,6 +32,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <grove/io/atomic_write.hpp>
 #include <grove/io/checkpoint.hpp>
 #include <grove/io/idx.hpp>
@@ -38,12 +40,15 @@
 #include <grove/optim.hpp>
 #include <grove/parallel.hpp>
 #include <grove/parallel/train.hpp>
+#include <limits>
+#include <new>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #if defined(_OPENMP)
@@ -586,7 +591,11 @@ int train(const Setup& setup, const Opt& optimizer, const Placement& where) {
       std::printf("train_mlp: resumed from %s after epoch %d%s\n", o.resume.c_str(),
                   start.epochs_done,
                   start.epochs_done == o.epochs ? ": no epoch left to train" : "");
-    if (!o.metrics.empty()) write_metrics(o.metrics, start.history);
+    // The metrics file is replaced once there is something to replace it with: after the first
+    // epoch trained, or now when the checkpoint has every epoch already. A run that fails before
+    // leaves the previous run's file as it was.
+    if (!o.metrics.empty() && start.epochs_done == o.epochs)
+      write_metrics(o.metrics, start.history);
     std::fflush(stdout);
   }
 
@@ -625,15 +634,34 @@ CLI::Validator finite_number() {
       "FINITE");
 }
 
-// An unsigned option: decimal digits only (CLI11 reads "-1" into an unsigned as 2^64 - 1).
-CLI::Validator decimal_digits() {
+// An integer option of type T, at least `least`: decimal digits (after a '-' for a signed T)
+// whose value T holds. CLI11 reads "-1" into an unsigned as 2^64 - 1 and clamps a 64-bit value
+// that overflows (--seed 2^64 would train with 2^64 - 1); both are refused here, naming the range.
+template <class T>
+CLI::Validator whole_number(T least = std::numeric_limits<T>::min()) {
   return CLI::Validator(
-      [](std::string& text) -> std::string {
-        if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
-          return "must be a non-negative decimal integer, got " + text.substr(0, 64);
+      [least](std::string& text) -> std::string {
+        const std::string shown = text.substr(0, 64) + (text.size() > 64 ? "..." : "");
+        const std::size_t sign = std::is_signed_v<T> && !text.empty() && text[0] == '-' ? 1 : 0;
+        if (text.size() == sign || text.find_first_not_of("0123456789", sign) != std::string::npos)
+          return std::string(std::cmp_greater_equal(least, 0)
+                                 ? "must be a non-negative decimal integer"
+                                 : "must be a decimal integer") +
+                 ", got " + shown;
+        T value{};
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+        (void)end;
+        if (ec == std::errc::result_out_of_range && !sign)
+          return "must be at most " + std::to_string(std::numeric_limits<T>::max()) + ", got " +
+                 shown;
+        if (ec == std::errc::result_out_of_range || (ec == std::errc() && value < least))
+          return "must be at least " + std::to_string(least) + ", got " + shown;
+        if (ec != std::errc()) return "must be a decimal integer, got " + shown;
         return {};
       },
-      "UINT");
+      least == 1   ? "POSITIVE"
+      : least == 0 ? "NON-NEGATIVE"
+                   : "INT");
 }
 
 // The most threads or local devices a process may ask for: beyond this, OpenMP runtimes fail
@@ -824,6 +852,183 @@ std::string output_problem(const char* flag, const std::string& output) {
   return {};
 }
 
+// Whether `a` and `b` name the same file: for two that exist, the same file on disk (through
+// symbolic links, hard links and ".."); otherwise the same absolute path once the part of it that
+// exists is resolved (an output not yet written, named twice).
+bool same_file(const fs::path& a, const fs::path& b) {
+  std::error_code ec_a, ec_b;
+  const bool a_exists = fs::exists(a, ec_a), b_exists = fs::exists(b, ec_b);
+  if (a_exists && b_exists) {
+    std::error_code ec;
+    return fs::equivalent(a, b, ec) && !ec;
+  }
+  if (a_exists != b_exists) return false;
+  std::error_code ec;
+  const fs::path ca = fs::weakly_canonical(fs::absolute(a, ec), ec);
+  if (ec) return false;
+  const fs::path cb = fs::weakly_canonical(fs::absolute(b, ec), ec);
+  return !ec && ca == cb;
+}
+
+// A file train_mlp reads or writes, and how a message names it.
+struct NamedFile {
+  std::string flag;  // --save, --metrics, --plot, --resume, --data
+  std::string name;
+  fs::path path;
+};
+
+// Why two of the files train_mlp writes (--save, --metrics, --plot), or one it writes and one it
+// reads (--resume and, for a sharded checkpoint, its shards; the dataset's IDX files), are the
+// same file: one would overwrite the other, or the run would destroy its own input. Empty when
+// all differ. --save onto the single-file checkpoint it resumes from is how a run is continued,
+// and safe: the checkpoint is read before the first epoch, and replaced atomically after it.
+std::string same_file_problem(const Options& o) {
+  std::vector<NamedFile> outputs;
+  for (const auto& [flag, path] : {std::pair<const char*, const std::string&>{"--save", o.save},
+                                   {"--metrics", o.metrics},
+                                   {"--plot", o.plot}})
+    if (!path.empty()) outputs.push_back({flag, std::string(flag) + " " + path, path});
+  for (std::size_t i = 0; i < outputs.size(); ++i)
+    for (std::size_t j = i + 1; j < outputs.size(); ++j)
+      if (same_file(outputs[i].path, outputs[j].path))
+        return outputs[i].name + " and " + outputs[j].name +
+               " are the same file: one would overwrite the other; give each output its own path";
+  std::vector<NamedFile> inputs;
+  if (!o.resume.empty()) {
+    inputs.push_back({"--resume", "the checkpoint --resume " + o.resume, o.resume});
+    if (o.resume.ends_with(".json")) {
+      // A sharded checkpoint's index: its shards are read too. One the index does not let
+      // inspect list is reported when it is loaded.
+      try {
+        std::vector<std::string> shards;
+        for (const auto& t : io::inspect(o.resume).tensors)
+          if (!t.file.empty() && std::find(shards.begin(), shards.end(), t.file) == shards.end())
+            shards.push_back(t.file);
+        for (const auto& shard : shards)
+          inputs.push_back({"--resume shard", "the shard " + shard + " of --resume " + o.resume,
+                            fs::path(o.resume).parent_path() / shard});
+      } catch (const std::exception&) {
+      }
+    }
+  }
+  for (const char* name : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                           "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"})
+    for (const char* suffix : {".gz", ""}) {
+      const fs::path file = fs::path(o.data) / (std::string(name) + suffix);
+      std::error_code ec;
+      if (fs::exists(file, ec))
+        inputs.push_back({"--data", "the dataset file " + file.string() + " (--data)", file});
+    }
+  const bool continued = !o.resume.ends_with(".json");
+  for (const auto& out : outputs)
+    for (const auto& in : inputs)
+      if (!(continued && out.flag == "--save" && in.flag == "--resume") &&
+          same_file(out.path, in.path))
+        return out.name + " is the same file as " + in.name +
+               ": training would overwrite what it reads; write to another path";
+  return {};
+}
+
+// --- memory: what a model needs, estimated before anything is allocated ------------------------
+
+std::string bytes_text(double bytes) {
+  char text[32];
+  if (bytes >= 1e9)
+    std::snprintf(text, sizeof text, "%.1f GB", bytes / 1e9);
+  else
+    std::snprintf(text, sizeof text, "%.0f MB", std::max(1.0, bytes / 1e6));
+  return text;
+}
+
+// The memory the run's model needs: the parameters and the optimizer's state (once, and once
+// more for each of several local devices, which train their own copies), the gradients and the
+// activations of a batch (for each device), in float32.
+struct MemoryEstimate {
+  double bytes = 0;
+  std::string text;  // "the MLP 784-300000-10 with adam needs about 4.3 GB (...)"
+};
+
+MemoryEstimate memory_estimate(const Options& o, Eigen::Index examples, int ranks) {
+  double parameters = 0, units = 0;
+  for (std::size_t i = 1; i < o.layers.size(); ++i) {
+    parameters += static_cast<double>(o.layers[i - 1] + 1) * static_cast<double>(o.layers[i]);
+    if (o.layer_norm && i + 1 < o.layers.size()) parameters += 2.0 * o.layers[i - 1];
+    units += static_cast<double>(o.layers[i]);
+  }
+  const double slots = o.optimizer == "adam" || o.optimizer == "adamw" ? 2
+                       : o.optimizer == "momentum"                     ? 1
+                                                                       : 0;
+  const double devices = o.devices;
+  const double copies = o.devices > 1 ? devices + 1 : 1;
+  const double batch = std::ceil(
+      static_cast<double>(std::min<Eigen::Index>(o.batch_size, examples)) / (devices * ranks));
+  const double p = 4 * parameters;
+  const double params = p * copies, state = slots * p * copies, grads = p * devices;
+  // Each hidden layer keeps its pre-activation and activation for the backward pass, which has
+  // two buffers of deltas; the batch's inputs are gathered once.
+  const double work = 4 * batch * (4 * units + static_cast<double>(o.layers.front())) * devices;
+  MemoryEstimate e;
+  e.bytes = params + state + grads + work;
+  e.text = "the MLP " + layers_text(o.layers) + " with " + o.optimizer + " needs about " +
+           bytes_text(e.bytes) + " (" + bytes_text(params) + " of parameters, " +
+           (slots > 0 ? bytes_text(state) + " of " + o.optimizer + "'s state, " : "") +
+           bytes_text(grads) + " of gradients, " + bytes_text(work) + " of activations at batch " +
+           std::to_string(static_cast<long long>(batch)) +
+           (o.devices > 1 ? ", for " + std::to_string(o.devices) + " local devices" : "") + ")";
+  return e;
+}
+
+// Reads one "Key: N kB" line of /proc/meminfo, in bytes; 0 when missing.
+double meminfo_bytes(const std::string& key) {
+  std::ifstream in("/proc/meminfo");
+  std::string name;
+  double value = 0;
+  std::string unit;
+  while (in >> name >> value >> unit)
+    if (name == key + ":") return value * 1024;
+  return 0;
+}
+
+// A number in a cgroup v2 file (memory.max: "max" when unlimited); 0 when there is none.
+double cgroup_bytes(const char* file) {
+  std::ifstream in(std::string("/sys/fs/cgroup/") + file);
+  double value = 0;
+  return in >> value ? value : 0;
+}
+
+// The most memory this machine can give the process, and what sets it: RAM and swap, or the
+// cgroup's memory.max (and memory.swap.max) when less. Address-space limits (ulimit -v) are not
+// counted: they show up as an allocation failure, which train_mlp reports with the estimate.
+std::pair<double, std::string> memory_limit() {
+  const double ram = meminfo_bytes("MemTotal"), swap = meminfo_bytes("SwapTotal");
+  std::pair<double, std::string> limit{ram + swap, "memory and swap this machine has"};
+  if (const double cg = cgroup_bytes("memory.max"); cg > 0) {
+    const double cg_swap = cgroup_bytes("memory.swap.max");
+    const double total = cg + (cg_swap > 0 ? std::min(cg_swap, swap) : swap);
+    if (ram == 0 || total < limit.first) limit = {total, "memory this cgroup may use (memory.max)"};
+  }
+  return limit;
+}
+
+// Why the model does not fit in memory, or an empty string.
+std::string memory_problem(const MemoryEstimate& e, int devices) {
+  const auto [limit, what] = memory_limit();
+  if (limit > 0 && e.bytes > limit)
+    return e.text + ", more than the " + bytes_text(limit) + " of " + what +
+           ": choose narrower --layers, a smaller --batch-size" +
+           std::string(devices > 1 ? " or fewer --devices" : "");
+  return {};
+}
+
+// The address space this process may still take (ulimit -v), for an out-of-memory message;
+// empty when unlimited.
+std::string address_space_note() {
+  struct rlimit limit {};
+  if (::getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return {};
+  return "; this process may use at most " + bytes_text(static_cast<double>(limit.rlim_cur)) +
+         " of address space (ulimit -v)";
+}
+
 // What must hold of the dataset before training: images to train on and to test on, pixels in
 // each, as many as --layers expects. Empty when it holds.
 std::string dataset_problem(const io::MnistSplits<float>& data, const Options& o) {
@@ -850,12 +1055,37 @@ std::string standardize_problem(double mean, double sd) {
   return {};
 }
 
+// The checks of the flags themselves, made before the ranks (under MPI) do anything together:
+// a usage error, or an empty string.
+std::string flag_problem(Options& o, const std::string& layers_flag, bool lr_decay_given,
+                         int ranks) {
+  if (auto problem = parse_layers(layers_flag, o.layers); !problem.empty()) return problem;
+  if (auto problem = resource_problem(o); !problem.empty()) return problem;
+  if (auto problem = optimizer_problem(o, lr_decay_given); !problem.empty()) return problem;
+  const std::string layers = layers_text(o.layers);
+  if (o.layers.size() < 2 || o.layers.front() != 784 || o.layers.back() != 10)
+    return "--layers must start with 784 (the pixels) and end with 10 (the classes), got " + layers;
+  for (const auto width : o.layers)
+    if (width <= 0) return "--layers sizes must be positive, got " + layers;
+  if (o.residual)
+    for (std::size_t l = 1; l + 2 < o.layers.size(); ++l)
+      if (o.layers[l] != o.layers[l + 1])
+        return "--residual needs equal hidden widths after the first layer, got " + layers;
+  if (ranks > 1 && o.devices > 1)
+    return "--devices " + std::to_string(o.devices) + " under MPI: each of the " +
+           std::to_string(ranks) + " ranks is one device; use one or the other";
+  if (o.devices > o.batch_size)
+    return "--devices " + std::to_string(o.devices) + " is more than --batch-size " +
+           std::to_string(o.batch_size) + ": some devices would get no examples";
+  return same_file_problem(o);
+}
+
 // A failure before training that may be this rank's alone (a file it cannot read). Rank 0 has
 // printed the message already; another rank prints its own, since it may be the only one that
 // failed. Under MPI the other ranks would wait for this one in their first collective, so all
 // are ended.
 int fail_alone(int status, int rank, int ranks, const std::string& message) {
-  if (rank != 0) std::fprintf(stderr, "train_mlp (rank %d): %s\n", rank, message.c_str());
+  if (rank != 0) std::fprintf(stderr, "train_mlp: rank %d: %s\n", rank, message.c_str());
 #if defined(GROVE_TRAIN_MLP_MPI)
   if (ranks > 1) {
     std::fflush(stderr);
@@ -896,16 +1126,8 @@ std::vector<std::pair<std::string, std::string>> shared_settings(
           {"pixels per image", std::to_string(data.train.images.rows())}};
 }
 
-// Every rank gathers every rank's settings (one allgather of their text) and compares them, so
-// that all of them see the same disagreements. Returns them, one line each, naming the setting,
-// a rank that differs from rank 0 and both values; empty when all agree.
-std::string settings_disagreement(grove::mpi::Communicator& comm,
-                                  const std::vector<std::pair<std::string, std::string>>& mine) {
-  std::string text;
-  for (const auto& [flag, value] : mine) {
-    text += value;
-    text += '\0';
-  }
+// Every rank's `text`, on every rank (one MPI_Allgather of the lengths, one MPI_Allgatherv).
+std::vector<std::string> allgather_text(grove::mpi::Communicator& comm, const std::string& text) {
   const int size = comm.size();
   int length = static_cast<int>(text.size());
   std::vector<int> lengths(static_cast<std::size_t>(size));
@@ -917,10 +1139,28 @@ std::string settings_disagreement(grove::mpi::Communicator& comm,
   std::string all(static_cast<std::size_t>(starts.back() + lengths.back()), '\0');
   MPI_Allgatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(), starts.data(), MPI_CHAR,
                  comm.native());
+  std::vector<std::string> texts;
+  for (int r = 0; r < size; ++r)
+    texts.push_back(all.substr(static_cast<std::size_t>(starts[static_cast<std::size_t>(r)]),
+                               static_cast<std::size_t>(lengths[static_cast<std::size_t>(r)])));
+  return texts;
+}
+
+// Every rank gathers every rank's settings (one allgather of their text) and compares them, so
+// that all of them see the same disagreements. Returns them, one line each, naming the setting,
+// a rank that differs from rank 0 and both values; empty when all agree.
+std::string settings_disagreement(grove::mpi::Communicator& comm,
+                                  const std::vector<std::pair<std::string, std::string>>& mine) {
+  std::string text;
+  for (const auto& [flag, value] : mine) {
+    text += value;
+    text += '\0';
+  }
+  const auto all = allgather_text(comm, text);
+  const int size = comm.size();
   auto values_of = [&](int r) {
     std::vector<std::string> values;
-    std::string_view rest(all.data() + starts[static_cast<std::size_t>(r)],
-                          static_cast<std::size_t>(lengths[static_cast<std::size_t>(r)]));
+    std::string_view rest(all[static_cast<std::size_t>(r)]);
     for (std::size_t nul; (nul = rest.find('\0')) != std::string_view::npos;) {
       values.emplace_back(rest.substr(0, nul));
       rest.remove_prefix(nul + 1);
@@ -942,6 +1182,65 @@ std::string settings_disagreement(grove::mpi::Communicator& comm,
   return problems;
 }
 #endif
+
+// How a process's start went: its flags parsed and checked, --help printed, or a usage error.
+enum class Launch { ready = 0, helped = 1, refused = 2 };
+
+// Every process has parsed and checked its flags: returns -1 when the run goes on, else the
+// status to exit with (0 after --help, 2 after a usage error). Under MPI the ranks first learn
+// how each one's start went (one allgather, which every rank reaches, since the checks before it
+// are its own), so that a rank started with a bad flag ends them all at once, instead of leaving
+// the others waiting for it in their first collective. Each message is printed once: a rank's
+// own is prefixed with it ("train_mlp: rank 1: ...") unless every rank has the same one, and a
+// rank that could start says why it does not.
+#if defined(GROVE_TRAIN_MLP_MPI)
+int agree_to_start(Launch mine, const std::string& problem, int rank, int ranks,
+                   grove::mpi::Communicator* world) {
+#else
+int agree_to_start(Launch mine, const std::string& problem, int rank, int ranks) {
+#endif
+  if (ranks == 1) {
+    if (mine == Launch::refused) std::fprintf(stderr, "train_mlp: %s\n", problem.c_str());
+    return mine == Launch::ready ? -1 : mine == Launch::helped ? 0 : 2;
+  }
+#if defined(GROVE_TRAIN_MLP_MPI)
+  const auto all =
+      allgather_text(*world, static_cast<char>('0' + static_cast<int>(mine)) + problem);
+  std::vector<int> refused, helped, ready;
+  for (int r = 0; r < ranks; ++r) {
+    const char code =
+        all[static_cast<std::size_t>(r)].empty() ? '2' : all[static_cast<std::size_t>(r)][0];
+    (code == '2' ? refused : code == '1' ? helped : ready).push_back(r);
+  }
+  if (refused.empty() && helped.empty()) return -1;
+  if (mine == Launch::refused) {
+    const bool shared =
+        refused.size() == static_cast<std::size_t>(ranks) &&
+        std::all_of(all.begin(), all.end(), [&](const std::string& t) { return t == all[0]; });
+    if (shared) {
+      if (rank == 0) std::fprintf(stderr, "train_mlp: %s\n", problem.c_str());
+    } else if (rank == 0 || all[static_cast<std::size_t>(rank)] != all[0]) {
+      std::fprintf(stderr, "train_mlp: rank %d: %s\n", rank, problem.c_str());
+    }
+    return 2;
+  }
+  if (refused.empty() && ready.empty()) return 0;  // every rank printed --help
+  // This rank could start: the lowest such rank says why none does.
+  if (mine == Launch::ready && rank == ready.front()) {
+    const auto& why = refused.empty() ? helped : refused;
+    std::string list;
+    for (const int r : why) list += (list.empty() ? "" : ", ") + std::to_string(r);
+    std::fprintf(stderr, "train_mlp: rank %d: not training, since rank%s %s %s\n", rank,
+                 why.size() == 1 ? "" : "s", list.c_str(),
+                 refused.empty() ? "was given --help (start every rank with the same flags)"
+                                 : "could not start (see its message)");
+  }
+  return 2;
+#else
+  (void)rank;
+  return 2;
+#endif
+}
 
 }  // namespace
 
@@ -975,10 +1274,6 @@ int main(int argc, char** argv) {
       "of `mpirun -np N train_mlp ...`. The same --seed and --threads give the same numbers run\n"
       "after run.",
       "train_mlp"};
-  // grove's convention for programs: "train_mlp: message" on standard error.
-  app.failure_message([](const CLI::App*, const CLI::Error& e) {
-    return std::string("train_mlp: ") + e.what() + "\nRun with --help for more information.\n";
-  });
   std::string layers_flag = layers_text(o.layers);
   std::replace(layers_flag.begin(), layers_flag.end(), '-', ',');
   app.add_option("--data", o.data,
@@ -1012,11 +1307,11 @@ int main(int argc, char** argv) {
                "Every hidden layer after the first is a residual block, x + block(x) (the hidden "
                "widths must then be equal)");
   app.add_option("--epochs", o.epochs, "Passes over the training set (in all, when resuming)")
-      ->check(CLI::PositiveNumber)
+      ->check(whole_number<int>(1))
       ->capture_default_str();
   app.add_option("--batch-size", o.batch_size,
                  "Examples per step, over all devices (the last step of an epoch takes the rest)")
-      ->check(CLI::PositiveNumber)
+      ->check(whole_number<int>(1))
       ->capture_default_str();
   app.add_option("--optimizer", o.optimizer,
                  "sgd, momentum (0.9, as optax.sgd(lr, momentum=0.9)), adam or adamw (decoupled "
@@ -1041,7 +1336,7 @@ int main(int argc, char** argv) {
   app.add_option("--warmup-steps", o.warmup_steps,
                  "Steps of linear warmup from 0 to lr before the schedule (counted in the "
                  "schedule's steps for cosine, as optax does)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(whole_number<std::int64_t>(0))
       ->capture_default_str();
   app.add_option(
          "--lr", o.lr,
@@ -1060,17 +1355,17 @@ int main(int argc, char** argv) {
                "default), or leave them in [0, 1]");
   app.add_option("--seed", o.seed,
                  "Seed of the key that initialises the network and shuffles the batches")
-      ->check(decimal_digits())
+      ->check(whole_number<std::uint64_t>())
       ->capture_default_str();
   app.add_option("--threads", o.threads,
                  "Threads this process computes with, shared by its devices; 0: all cores "
                  "(shared by the MPI ranks on this machine)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(whole_number<int>(0))
       ->capture_default_str();
   app.add_option("--devices", o.devices,
                  "Local devices (threads of this process) to train data-parallel on: each takes "
                  "its shard of every batch, one allreduce averages the gradients")
-      ->check(CLI::PositiveNumber)
+      ->check(whole_number<int>(1))
       ->capture_default_str();
   app.add_option("--metrics", o.metrics,
                  "Write a CSV of per-epoch metrics (epoch, train_loss, test_loss, test_accuracy, "
@@ -1087,15 +1382,35 @@ int main(int argc, char** argv) {
                  "Resume from a file written by --save, with the same settings, up to --epochs: "
                  "the result is the one of a run never interrupted, bit for bit")
       ->check(CLI::ExistingFile);
+  // Every rank parses and checks its own flags, then (under MPI) they agree to start or not.
+  Launch launch = Launch::ready;
+  std::string problem;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    // Every rank parsed the same arguments and returns the same status; only rank 0 speaks.
-    // --help succeeds; anything else is a usage error, status 2 (not CLI11's own codes).
-    const int status = rank == 0 ? app.exit(e) : e.get_exit_code();
-    return status == 0 ? 0 : 2;
+    if (e.get_exit_code() == 0) {
+      // --help: printed by rank 0, status 0 (not CLI11's own codes).
+      if (rank == 0) app.exit(e);
+      launch = Launch::helped;
+    } else {
+      launch = Launch::refused;
+      problem = std::string(e.what()) + "\nRun with --help for more information.";
+    }
   }
+  if (launch == Launch::ready) {
+    problem = flag_problem(o, layers_flag, app.count("--lr-decay") > 0, ranks);
+    if (!problem.empty()) launch = Launch::refused;
+  }
+#if defined(GROVE_TRAIN_MLP_MPI)
+  if (const int status = agree_to_start(launch, problem, rank, ranks, world ? &*world : nullptr);
+      status >= 0)
+    return status;
+#else
+  if (const int status = agree_to_start(launch, problem, rank, ranks); status >= 0) return status;
+#endif
 
+  // After the ranks agreed to start, a usage error is the same on all of them (they compare
+  // their settings before training); only rank 0 prints it.
   auto fail = [&](const char* format, auto... args) {
     if (rank == 0) {
       std::fprintf(stderr, "train_mlp: ");
@@ -1103,30 +1418,6 @@ int main(int argc, char** argv) {
     }
     return 2;
   };
-  if (const auto problem = parse_layers(layers_flag, o.layers); !problem.empty())
-    return fail("%s\n", problem.c_str());
-  if (const auto problem = resource_problem(o); !problem.empty())
-    return fail("%s\n", problem.c_str());
-  if (const auto problem = optimizer_problem(o, app.count("--lr-decay") > 0); !problem.empty())
-    return fail("%s\n", problem.c_str());
-  if (o.layers.size() < 2 || o.layers.front() != 784 || o.layers.back() != 10)
-    return fail("--layers must start with 784 (the pixels) and end with 10 (the classes), got %s\n",
-                layers_text(o.layers).c_str());
-  for (const auto width : o.layers)
-    if (width <= 0)
-      return fail("--layers sizes must be positive, got %s\n", layers_text(o.layers).c_str());
-  if (o.residual)
-    for (std::size_t l = 1; l + 2 < o.layers.size(); ++l)
-      if (o.layers[l] != o.layers[l + 1])
-        return fail("--residual needs equal hidden widths after the first layer, got %s\n",
-                    layers_text(o.layers).c_str());
-  if (ranks > 1 && o.devices > 1)
-    return fail(
-        "--devices %d under MPI: each of the %d ranks is one device; use one or the other\n",
-        o.devices, ranks);
-  if (o.devices > o.batch_size)
-    return fail("--devices %d is more than --batch-size %d: some devices would get no examples\n",
-                o.devices, o.batch_size);
 
   // Threads: --threads for this process (0: its share of the machine's cores), split among its
   // devices.
@@ -1215,6 +1506,11 @@ int main(int argc, char** argv) {
                    "Fashion-MNIST comes with the Debian package %s (sudo apt-get install %s).\n",
                    kPackage, kPackage);
     return fail_alone(1, rank, ranks, e.what());
+  } catch (const std::bad_alloc&) {
+    const std::string problem =
+        "out of memory (std::bad_alloc) reading the dataset in " + o.data + address_space_note();
+    fail("%s\n", problem.c_str());
+    return fail_alone(1, rank, ranks, problem);
   } catch (const std::exception& e) {
     fail("%s\n", e.what());
     return fail_alone(1, rank, ranks, e.what());
@@ -1239,16 +1535,16 @@ int main(int argc, char** argv) {
       std::printf("; pixels standardized with mean %.4f and standard deviation %.4f", mean, sd);
   }
   if (rank == 0) std::printf("\n");
+  // A model too large for the machine is refused before anything of it is allocated (on each
+  // rank: each may run on its own machine); an allocation that fails anyway (under ulimit -v, say)
+  // is reported with the same estimate.
+  const MemoryEstimate memory = memory_estimate(o, data.train.size(), ranks);
+  if (const auto problem = memory_problem(memory, o.devices); !problem.empty()) {
+    fail("%s\n", problem.c_str());
+    return fail_alone(1, rank, ranks, problem);
+  }
 
   const double lr = o.lr.value_or(default_lr(o.optimizer));
-  const double steps_per_epoch = std::ceil(static_cast<double>(data.train.size()) / o.batch_size);
-  const auto total_steps = static_cast<std::int64_t>(steps_per_epoch) * o.epochs;
-  if (o.schedule == "cosine" && o.warmup_steps >= total_steps)
-    return fail(
-        "--warmup-steps %lld must be fewer than the run's %lld steps for --schedule "
-        "cosine\n",
-        static_cast<long long>(o.warmup_steps), static_cast<long long>(total_steps));
-  const optim::Schedule schedule = make_schedule(o, lr, steps_per_epoch, total_steps);
   const std::string description = describe_optimizer(o, lr);
   const auto [init_key, data_key] = grove::random::split(grove::random::key(o.seed));
   const Model model = build_model(o);
@@ -1266,14 +1562,24 @@ int main(int argc, char** argv) {
     const auto problems = settings_disagreement(*where.mpi, shared_settings(o, lr, data));
     if (!problems.empty()) {
       std::fprintf(stderr,
-                   "train_mlp (rank %d): the MPI ranks were started with different settings; "
+                   "train_mlp: rank %d: the MPI ranks were started with different settings; "
                    "start them all with the same ones:%s\n",
                    rank, problems.c_str());
       return 2;
     }
   }
 #endif
+  // The ranks agree on the settings and the dataset's size now: a usage error found from them is
+  // the same on every rank.
+  const double steps_per_epoch = std::ceil(static_cast<double>(data.train.size()) / o.batch_size);
+  const auto total_steps = static_cast<std::int64_t>(steps_per_epoch) * o.epochs;
+  if (o.schedule == "cosine" && o.warmup_steps >= total_steps)
+    return fail(
+        "--warmup-steps %lld must be fewer than the run's %lld steps for --schedule "
+        "cosine\n",
+        static_cast<long long>(o.warmup_steps), static_cast<long long>(total_steps));
   try {
+    const optim::Schedule schedule = make_schedule(o, lr, steps_per_epoch, total_steps);
     const int status = with_optimizer(
         o, schedule, [&](const auto& optimizer) { return train(setup, optimizer, where); });
     if (status == 0 && rank == 0 && !o.plot.empty()) {
@@ -1285,12 +1591,20 @@ int main(int argc, char** argv) {
       std::printf("train_mlp: drew the training curves to %s\n", o.plot.c_str());
     }
     return status;
+  } catch (const std::bad_alloc&) {
+    // std::bad_alloc says nothing of what was too large: say it.
+    const std::string problem =
+        "out of memory (std::bad_alloc): " + memory.text + address_space_note();
+    fail("%s\n", problem.c_str());
+    return fail_alone(1, rank, ranks, problem);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "train_mlp: %s\n", e.what());
-#if defined(GROVE_TRAIN_MLP_MPI)
-    // The other ranks may be waiting for this one in a collective: end them all.
-    if (ranks > 1) grove::mpi::Environment::abort(1);
-#endif
-    return 1;
+    // Under MPI the other ranks may be waiting for this one in a collective: fail_alone ends
+    // them all.
+    fail("%s\n", e.what());
+    return fail_alone(1, rank, ranks, e.what());
+  } catch (const grove::error& e) {
+    // Every grove error is also a standard exception; this catches one that forgot to be.
+    fail("%s\n", e.what());
+    return fail_alone(1, rank, ranks, e.what());
   }
 }

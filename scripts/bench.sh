@@ -43,6 +43,17 @@ fi
 if [ -n "$build" ] && [ ! -f "$build/CMakeCache.txt" ]; then
   die 2 "--build-dir $build: not a configured CMake build directory (leave --build-dir out and bench.sh configures build/bench)"
 fi
+# --out is made (and a file written in it) now, not after minutes of building: a regular file, a
+# directory that cannot be made or one that cannot be written in is refused before anything runs.
+if [ -n "$out" ]; then
+  [ -e "$out" ] && [ ! -d "$out" ] && die 2 "--out $out: not a directory"
+  what="create it"
+  [ -d "$out" ] && what="write in it"
+  err=$(mkdir -p "$out/logs" 2>&1) || die 2 "--out $out: cannot $what (${err##*: })"
+  probe=$(mktemp "$out/logs/.bench-write-test.XXXXXX" 2>&1) ||
+    die 2 "--out $out: cannot write in it (${probe##*: })"
+  rm -f "$probe"
+fi
 
 scripts/ensure-packages.sh $(grep -v '^#' scripts/packages.txt)
 # Old OpenBLAS builds needed these on some of these machines; OpenBLAS chooses better by itself.
@@ -81,7 +92,7 @@ if [ $quick = 1 ]; then
   py_seconds=(--seconds 0.05)
   gb random bench_random --benchmark_min_time=0.01 \
     '--benchmark_filter=^(std_into/mt19937_(uniform|normal)_float|grove_into_float/(uniform|normal)_float/threads:1)'
-  gb nn bench_nn '--benchmark_filter=^step_(sgd_fused|adam)/batch:128/threads:1/'
+  gb nn bench_nn '--benchmark_filter=^step_((sgd_fused|adam)/batch:128/threads:1|loaded/batch:128/busy:1)/'
   torch_args=(--batches 128 --threads 1 --rounds 1 --seconds 0.2)
 else
   gb tree bench_tree

@@ -1,6 +1,6 @@
 # The inputs of the train_mlp hostile-input cases (examples/hostile.cmake): the crafted datasets
 # and special files (hostile_inputs data), a checkpoint train_mlp writes after 1 epoch of 4 steps
-# on the good dataset, and crafted edits of it.
+# on the good dataset, crafted edits of it, and links for the cases that name one file twice.
 # Usage: cmake -DINPUTS=hostile_inputs -DTRAIN=train_mlp -DWORK_DIR=... -P setup.cmake
 cmake_minimum_required(VERSION 3.25)
 file(REMOVE_RECURSE ${WORK_DIR})
@@ -28,3 +28,14 @@ run(${INPUTS} set-scalar ${in}/base.safetensors ${in}/epoch0.safetensors epoch 0
 run(${INPUTS} set-metadata ${in}/base.safetensors ${in}/overflow.safetensors train_mlp.history
     "99999999999,1,1,0.5\n")
 run(${INPUTS} deep ${in}/deep.safetensors)
+# For the cases whose outputs are one of their inputs, or each other: a copy of the checkpoint,
+# a symbolic and a hard link to it, a directory to go through with "..", and a symbolic link to
+# the good dataset's directory.
+set(same ${WORK_DIR}/same)
+file(MAKE_DIRECTORY ${same}/sub)
+file(COPY_FILE ${in}/base.safetensors ${same}/ck.safetensors)
+file(CREATE_LINK ck.safetensors ${same}/ck-symlink.safetensors SYMBOLIC)
+file(CREATE_LINK ${same}/ck.safetensors ${same}/ck-hardlink.safetensors)
+file(CREATE_LINK ${WORK_DIR}/good ${same}/data-link SYMBOLIC)
+# A checkpoint to resume from and save onto (resume_save_same_file).
+file(COPY_FILE ${in}/base.safetensors ${WORK_DIR}/outputs/continued.safetensors)
