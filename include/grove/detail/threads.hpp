@@ -26,12 +26,10 @@
 #include <thread>
 #include <vector>
 
+#include "grove/detail/spin.hpp"
 #include "grove/detail/thread_limits.hpp"
 #include "grove/error.hpp"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <emmintrin.h>
-#endif
 #if defined(_OPENMP)
 #include <omp.h>
 #endif
@@ -60,12 +58,6 @@ inline int max_threads() {
 #endif
 }
 
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  _mm_pause();
-#endif
-}
-
 /// Whether OMP_WAIT_POLICY says PASSIVE (in any case), read once: waiting threads then sleep at
 /// once, as libgomp's do under that setting.
 inline bool passive_wait_policy() {
@@ -81,8 +73,8 @@ inline bool passive_wait_policy() {
 
 /// How a waiting thread waits: it spins for at most `spin` (none under OMP_WAIT_POLICY=PASSIVE),
 /// then sleeps in the kernel (std::atomic::wait, a futex on Linux) until it is woken. A wait on a
-/// quiet machine ends while spinning, without a system call on either side; a wait for a thread
-/// that another process has taken the core from ends in the kernel, leaving the core to it.
+/// quiet machine ends while spinning, with no wake-up to pay for; a wait for a thread that another
+/// process has taken the core from ends in the kernel, leaving the core to it.
 class Waiter {
  public:
   explicit Waiter(std::chrono::nanoseconds spin)
@@ -140,13 +132,13 @@ class Team {
     // A thread that ends while its team runs (std::exit called inside a pass) cannot join the
     // workers, which wait for it at the team's end: the process is ending, so leave them.
     if (in_team()) {
-      for (auto& w : workers_) w.thread.detach();
+      for (auto& w : workers_) w.detach();
       return;
     }
     stop_ = true;
     start_.fetch_add(1, std::memory_order_release);
     start_.notify_all();
-    for (auto& w : workers_) w.thread.join();
+    for (auto& w : workers_) w.join();
   }
 
   /// Runs body(tid, nt) on nt threads and waits for all of them; rethrows the exception of the
@@ -181,10 +173,6 @@ class Team {
   }
 
  private:
-  struct Worker {
-    std::thread thread;
-  };
-
   // Barriers wait for a share of a product or a pass; between teams a worker waits for the
   // caller's own code (a batch's gathering, the loss), which runs longer, so it spins longer. Both
   // are far below a scheduler's time slice, and far above a quiet team's waits.
@@ -198,7 +186,7 @@ class Team {
       // The count the worker waits to see change: run() increments it once the team is set.
       const unsigned seen = start_.load(std::memory_order_relaxed);
       try {
-        workers_.push_back({std::thread([this, tid, seen] { work(tid, seen); })});
+        workers_.emplace_back([this, tid, seen] { work(tid, seen); });
       } catch (const std::system_error& e) {
         throw thread_error(e.code(), "grove: a team of " + std::to_string(count + 1) +
                                          " threads (OMP_NUM_THREADS, omp_set_num_threads or "
@@ -242,7 +230,7 @@ class Team {
     }
   }
 
-  std::vector<Worker> workers_;
+  std::vector<std::thread> workers_;
   std::vector<std::exception_ptr> errors_;
   TeamBarrier barrier_;  // the body's barriers, among the team's nt_ threads
   TeamBarrier finish_;   // the end of a run, among all all_ started threads

@@ -34,6 +34,7 @@
 #if defined(_OPENMP)
 #include <omp.h>
 #endif
+#include "grove/detail/spin.hpp"
 #include "grove/detail/thread_limits.hpp"
 #include "grove/error.hpp"
 #include "grove/parallel/communicator.hpp"
@@ -66,14 +67,6 @@ inline std::string refused_text(int n, std::size_t started) {
 
 // The LocalDevices whose run() the current thread is executing (nullptr outside).
 inline thread_local const void* running_devices = nullptr;
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 
 // The state the devices of one LocalDevices share: a barrier that can be broken (so that no
 // device waits forever for one that failed or left), and one slot per device where a collective
@@ -111,7 +104,7 @@ class DeviceGroup {
     }
     for (int i = 0; i < spins; ++i) {
       if (state_.load(std::memory_order_acquire) != seen) return settle(seen);
-      cpu_relax();
+      ::grove::detail::cpu_relax();
     }
     for (;;) {
       state_.wait(seen, std::memory_order_acquire);
