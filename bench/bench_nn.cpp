@@ -37,6 +37,13 @@
 //                    started by the benchmark beside it (busy:1) or without (busy:0); counter
 //                    2T/1T, the two-thread step's time over the one-thread step's
 //
+// mixed precision, float32 and under nn::precision_policy::mixed_bf16() in the same iterations
+// (alternating which goes first; counters f32_ms, bf16_ms and bf16/f32, the label naming the bf16
+// kernel that ran):
+//
+//   step_precision   nn::train_step with adam
+//   apply_precision  nn::apply of one example (batch:1) and of a batch of 128, one thread
+//
 // and two models beyond the classic MLP, for bench/compare_pytorch.py: model_residual
 // (784 -> 512, two blocks x + gelu(dense(layer_norm(x))), -> 10, softmax cross-entropy) and
 // model_tanh_mse (784-512-512-10 tanh, mse against random targets), each an nn::train_step with
@@ -603,6 +610,74 @@ void model_tanh_mse(benchmark::State& state) {
       nn::mse);
 }
 
+// Mixed precision: `f32` and `bf16` (the same work under nn::precision_policy::mixed_bf16()) in
+// the same iterations, alternating which runs first. The benchmark's time is bf16's; the counters
+// give both and their ratio.
+template <class F32, class BF16>
+void f32_vs_bf16(benchmark::State& state, F32&& f32, BF16&& bf16) {
+  double f32_seconds = 0, bf16_seconds = 0;
+  bool f32_first = true;
+  auto time = [](auto&& f) {
+    const auto t0 = clock_type::now();
+    f();
+    return std::chrono::duration<double>(clock_type::now() - t0).count();
+  };
+  for (auto _ : state) {
+    double a, b;
+    if (f32_first) {
+      a = time(f32);
+      b = time(bf16);
+    } else {
+      b = time(bf16);
+      a = time(f32);
+    }
+    f32_first = !f32_first;
+    state.SetIterationTime(b);
+    f32_seconds += a;
+    bf16_seconds += b;
+  }
+  const double n = static_cast<double>(state.iterations());
+  state.counters["f32_ms"] = 1e3 * f32_seconds / n;
+  state.counters["bf16_ms"] = 1e3 * bf16_seconds / n;
+  state.counters["bf16/f32"] = bf16_seconds / f32_seconds;
+  state.SetLabel(nn::bf16_kernel_name());
+}
+
+// adam's train_step of the classic MLP in float32 and under bf16 compute, from the same
+// parameters (each its own copy and optimizer state).
+void step_precision(benchmark::State& state) {
+  set_threads(static_cast<int>(state.range(1)));
+  Problem p(state.range(0));
+  const auto mixed = nn::with_policy(kClassic, nn::precision_policy::mixed_bf16());
+  auto a = classic_params(p.params), b = a;
+  const auto opt = nn::adam(kLr);
+  auto sa = opt.init(a), sb = opt.init(b);
+  nn::StepWorkspace<ClassicParams> wa, wb;
+  f32_vs_bf16(
+      state,
+      [&] {
+        benchmark::DoNotOptimize(
+            nn::train_step(kClassic, a, p.X, p.y, nn::softmax_cross_entropy, opt, sa, wa));
+      },
+      [&] {
+        benchmark::DoNotOptimize(
+            nn::train_step(mixed, b, p.X, p.y, nn::softmax_cross_entropy, opt, sb, wb));
+      });
+}
+
+// Inference: nn::apply of one example (range(0) = 1) or a batch, float32 and under bf16 compute.
+void apply_precision(benchmark::State& state) {
+  set_threads(1);
+  Problem p(state.range(0));
+  const auto mixed = nn::with_policy(kClassic, nn::precision_policy::mixed_bf16());
+  const auto params = classic_params(p.params);
+  nn::Workspace<float> wa, wb;
+  Eigen::MatrixXf oa, ob;
+  f32_vs_bf16(
+      state, [&] { nn::apply_into(kClassic, params, p.X, oa, wa); },
+      [&] { nn::apply_into(mixed, params, p.X, ob, wb); });
+}
+
 void args(benchmark::internal::Benchmark* b) {
   for (long batch : {128, 1024})
     for (long threads : {1, 2}) b->Args({batch, threads});
@@ -632,6 +707,14 @@ BENCHMARK(products)
     ->ArgName("batch")
     ->Unit(benchmark::kMillisecond)
     ->Iterations(3);
+BENCHMARK(step_precision)->Apply(args)->UseManualTime();
+BENCHMARK(apply_precision)
+    ->Arg(1)
+    ->Arg(128)
+    ->ArgName("batch")
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(0.5)
+    ->UseManualTime();
 BENCHMARK(model_residual)->Apply(args)->UseRealTime();
 BENCHMARK(model_tanh_mse)->Apply(args)->UseRealTime();
 

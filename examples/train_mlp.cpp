@@ -81,6 +81,7 @@ struct Options {
   double dropout = 0;
   bool layer_norm = false;
   bool residual = false;
+  std::string precision = "f32";  // or "bf16": nn::precision_policy::mixed_bf16()
   int epochs = 15;
   int batch_size = 128;
   std::optional<double> lr;
@@ -160,6 +161,7 @@ io::metadata run_settings(const Options& o, double lr) {
           {"train_mlp.dropout", exact(o.dropout)},
           {"train_mlp.layer-norm", o.layer_norm ? "true" : "false"},
           {"train_mlp.residual", o.residual ? "true" : "false"},
+          {"train_mlp.precision", o.precision},
           {"train_mlp.optimizer", o.optimizer},
           {"train_mlp.lr", exact(lr)},
           {"train_mlp.lr_decay", exact(o.lr_decay)},
@@ -228,6 +230,8 @@ void check_settings(const std::string& file, const io::metadata& saved,
     // The flag as it is spelled: train_mlp.batch_size is --batch-size.
     std::string flag = "--" + key.substr(key.find('.') + 1);
     std::replace(flag.begin(), flag.end(), '_', '-');
+    // (Checkpoints from before --precision existed computed in float32.)
+    if (it == saved.end() && key == "train_mlp.precision" && value == "f32") continue;
     if (it == saved.end())
       differences += "\n  " + flag + ": not recorded (the file was not written by train_mlp)";
     else if (it->second != value)
@@ -251,8 +255,15 @@ void check_settings(const std::string& file, const io::metadata& saved,
 
 using Block =
     nn::Sequential<nn::Stack<nn::LayerNorm>, nn::DenseLayer, nn::AnyActivation, nn::Dropout>;
-using Model = nn::Sequential<nn::Stack<Block>, nn::Stack<nn::Residual<Block>>, nn::DenseLayer>;
+using Net = nn::Sequential<nn::Stack<Block>, nn::Stack<nn::Residual<Block>>, nn::DenseLayer>;
+// Under --precision: the same network and parameters, its products in float32 or from inputs
+// rounded to bfloat16.
+using Model = nn::WithPolicy<Net>;
 using Params = nn::params_t<Model, float>;
+
+nn::precision_policy policy_of(const Options& o) {
+  return o.precision == "bf16" ? nn::precision_policy::mixed_bf16() : nn::precision_policy::full();
+}
 
 Block hidden_block(const Options& o, Eigen::Index in, Eigen::Index out, bool first) {
   std::vector<nn::LayerNorm> norm;
@@ -271,8 +282,9 @@ Model build_model(const Options& o) {
     else
       plain.push_back(hidden_block(o, in, out, l == 0));
   }
-  return nn::sequential(nn::sequential(plain), nn::sequential(residual),
-                        nn::dense(o.layers[o.layers.size() - 2], o.layers.back()));
+  return nn::with_policy(nn::sequential(nn::sequential(plain), nn::sequential(residual),
+                                        nn::dense(o.layers[o.layers.size() - 2], o.layers.back())),
+                         policy_of(o));
 }
 
 // The parameters: nn::init's, with every dense layer's weights from the walk-through's
@@ -292,6 +304,7 @@ std::string model_text(const Options& o) {
   std::string s = layers_text(o.layers) + " (" + o.activation;
   if (o.layer_norm) s += ", layer norm";
   if (o.residual) s += ", residual";
+  if (o.precision == "bf16") s += ", bf16 products";
   if (o.dropout > 0) {
     char rate[32];
     std::snprintf(rate, sizeof rate, "%g", o.dropout);
@@ -587,6 +600,12 @@ int train(const Setup& setup, const Opt& optimizer, const Placement& where) {
         static_cast<long>(train_set.images.rows()), model_text(o).c_str(),
         setup.description.c_str(), o.batch_size, o.epochs, o.epochs == 1 ? "" : "s",
         static_cast<unsigned long long>(o.seed), setup.devices.c_str());
+    if (o.precision == "bf16")
+      std::printf("train_mlp: bf16 products on %s%s\n", nn::bf16_kernel_name(),
+                  nn::bf16_in_hardware()
+                      ? ""
+                      : "; this CPU has no bfloat16 instructions, so bf16 is emulated: the inputs "
+                        "are rounded to bfloat16 and multiplied on the float32 units");
     if (start.epochs_done > 0)
       std::printf("train_mlp: resumed from %s after epoch %d%s\n", o.resume.c_str(),
                   start.epochs_done,
@@ -1120,6 +1139,7 @@ std::vector<std::pair<std::string, std::string>> shared_settings(
           {"--dropout", exact(o.dropout)},
           {"--layer-norm", o.layer_norm ? "yes" : "no"},
           {"--residual", o.residual ? "yes" : "no"},
+          {"--precision", o.precision},
           {"--resume", o.resume.empty() ? "none" : o.resume},
           {"training images", std::to_string(data.train.size())},
           {"test images", std::to_string(data.test.size())},
@@ -1306,6 +1326,12 @@ int main(int argc, char** argv) {
   app.add_flag("--residual", o.residual,
                "Every hidden layer after the first is a residual block, x + block(x) (the hidden "
                "widths must then be equal)");
+  app.add_option("--precision", o.precision,
+                 "f32: compute in float32; bf16: mixed precision, the matrix products from inputs "
+                 "rounded to bfloat16 and summed in float32 (parameters, gradients and optimizer "
+                 "state stay float32)")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
   app.add_option("--epochs", o.epochs, "Passes over the training set (in all, when resuming)")
       ->check(whole_number<int>(1))
       ->capture_default_str();

@@ -2,7 +2,10 @@
 # Runs grove's benchmarks on a fresh Debian 12 machine and prints one table per family with
 # grove's figure, the baseline's and the ratio, all measured in this run: tree ops vs a
 # hand-written loop and vs torch.utils._pytree, random numbers vs the standard library, the MLP
-# step vs its bare GEMMs and vs PyTorch, the pytree allreduce vs a bare MPI_Allreduce (2 ranks).
+# step vs its bare GEMMs and vs PyTorch, the pytree allreduce vs a bare MPI_Allreduce (2 ranks),
+# bf16 mixed precision: the step's products in bf16 and f32, grove's vs oneDNN's matmul (oneDNN
+# capped at AVX512_CORE_BF16), the vdpbf16ps and f32 FMA peaks, PyTorch's autocast step vs its
+# f32 step.
 # Installs what is missing (scripts/packages.txt), builds the benchmarks (Release, build/bench),
 # keeps the benchmarks' JSON and writes the tables as CSV (one file per family).
 #
@@ -12,7 +15,7 @@
 #   --build-dir DIR  use this configured CMake build directory (e.g. scripts/test.sh's
 #                    build/release) instead of configuring build/bench: benchmarks are switched on
 #                    in it (GROVE_BUILD_BENCHMARKS=ON, the rest of its cache kept) and only the
-#                    four benchmark programs are built, so that CI compiles no second tree
+#                    benchmark programs are built, so that CI compiles no second tree
 #   --out DIR        where the JSON, the CSV and the logs go (default: BUILD_DIR/bench-results)
 #   --plot DIR       also draw one bar chart of the ratios per family, DIR/FAMILY.png
 set -euo pipefail
@@ -71,12 +74,21 @@ type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$build/CMakeCache.txt")
 if [ "$type" != Release ]; then
   echo "bench.sh: warning: $build is a ${type:-no-type} build, not Release: its figures mean little" >&2
 fi
+# bench_precision exists where configuring found oneDNN (bench/precision.cmake); its package is
+# in scripts/packages.txt, so only a build directory configured without it lacks it.
+targets=(bench_tree bench_random bench_nn bench_parallel)
+precision=0
+if grep -q '^GROVE_DNNL_LIBRARY:FILEPATH=/' "$build/CMakeCache.txt"; then
+  targets+=(bench_precision)
+  precision=1
+fi
 echo "== grove benchmarks: building in $build ($type)"
-cmake --build "$build" -j "$(nproc)" --target bench_tree bench_random bench_nn bench_parallel
+cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 bin=$build/bench
 out=${out:-$build/bench-results}
 mkdir -p "$out/logs"
-rm -f "$out"/{tree,tree_torch,random,nn,nn_torch,parallel}.json "$out"/parallel.rank*.json
+rm -f "$out"/{tree,tree_torch,random,nn,nn_torch,parallel,precision,precision_torch}.json \
+  "$out"/parallel.rank*.json
 
 echo "== $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "   command: $command"
@@ -92,19 +104,37 @@ if [ $quick = 1 ]; then
   py_seconds=(--seconds 0.05)
   gb random bench_random --benchmark_min_time=0.01 \
     '--benchmark_filter=^(std_into/mt19937_(uniform|normal)_float|grove_into_float/(uniform|normal)_float/threads:1)'
-  gb nn bench_nn '--benchmark_filter=^step_((sgd_fused|adam)/batch:128/threads:1|loaded/batch:128/busy:1)/'
+  gb nn bench_nn '--benchmark_filter=^step_((sgd_fused|adam|precision)/batch:128/threads:1|loaded/batch:128/busy:1)/'
   torch_args=(--batches 128 --threads 1 --rounds 1 --seconds 0.2)
+  precision_args=(--benchmark_min_time=0.05
+    '--benchmark_filter=^precision_(products/[a-z0-9_]+/batch:128/threads:1|peak/.*)$')
 else
   gb tree bench_tree
   py_seconds=(--seconds 0.5)
   gb random bench_random
-  gb nn bench_nn '--benchmark_filter=^step_'
+  gb nn bench_nn '--benchmark_filter=^(step_|apply_precision)'
   torch_args=()
+  # Repetitions in random order, the fastest counting (bench_report.py): a shared machine's
+  # changing load then weighs on grove's and oneDNN's products alike.
+  precision_args=(--benchmark_repetitions=3 --benchmark_enable_random_interleaving=true)
+fi
+# oneDNN picks the widest instruction set the CPU has (AMX's tiles where present); capped at
+# AVX512_CORE_BF16 it runs bf16 on the same vector units as grove's kernels and vdpbf16ps's peak.
+# The same cap holds for the oneDNN inside PyTorch's autocast step. It changes nothing on a CPU
+# without AMX, and is set for these two commands only.
+onednn_cap=AVX512_CORE_BF16
+if [ $precision = 1 ]; then
+  ONEDNN_MAX_CPU_ISA=$onednn_cap gb precision bench_precision "${precision_args[@]}"
+else
+  echo "== precision: bench_precision skipped ($build was configured without oneDNN: libdnnl-dev)"
 fi
 echo "== tree_torch: bench/pytree_torch.py"
 $py bench/pytree_torch.py --out "$out/tree_torch.json" "${py_seconds[@]}"
 echo "== nn_torch: bench/torch_step.py (PyTorch in a fresh process per thread setting)"
 $py bench/torch_step.py --bench "$bin/bench_nn" --out "$out/nn_torch.json" "${torch_args[@]}"
+echo "== precision_torch: bench/torch_step.py --autocast (PyTorch's f32 and autocast bf16 steps)"
+ONEDNN_MAX_CPU_ISA=$onednn_cap $py bench/torch_step.py --autocast \
+  --out "$out/precision_torch.json" "${torch_args[@]}"
 
 # The allreduce needs two MPI ranks; Open MPI wants --oversubscribe for more ranks than cores
 # and, as root, --allow-run-as-root (as the tests' mpirun does).

@@ -11,17 +11,27 @@ report says so):
   tree_torch.json  bench/pytree_torch.py       the same trees' flatten/unflatten/map in
                                                torch.utils._pytree (CPU time per call)
   random.json      bench_random                grove::random vs std::mt19937 + <random>
-  nn.json          bench_nn (step_*)           the MLP step vs its bare GEMMs, same iterations
+  nn.json          bench_nn (step_*)           the MLP step vs its bare GEMMs, same iterations;
+                                               step_precision and apply_precision: bf16 vs f32
+                                               (in the precision family)
   nn_torch.json    bench/torch_step.py         the MLP step vs PyTorch's, and the BLAS it loaded
   parallel.json    bench_parallel, rank 0 of   the pytree allreduce vs a bare MPI_Allreduce
                    mpirun -np 2
+  precision.json   bench_precision             the MLP step's 8 products in bf16 and f32, grove
+                                               vs oneDNN's matmul; the vdpbf16ps and f32 FMA
+                                               register-only peaks
+  precision_torch  bench/torch_step.py         PyTorch's autocast bf16 step vs its f32 step
+  .json            --autocast
 
 Every ratio is grove's time over the baseline's, measured in the same run: below 1, grove is
-faster (for random numbers, 1 / ratio is grove's speed-up over std). A ratio against PyTorch on
-the reference BLAS is refused (the row says why). Writes one CSV per family (columns family,
-case, grove, baseline, baseline_value, unit, ratio, note) into --csv (default: DIR), and with
---plot one bar chart of the ratios per family (FAMILY.png) into that directory, which is created
-if it does not exist (its parent must). Exit status 2 for a usage error, 1 for a failure.
+faster (for random numbers, 1 / ratio is grove's speed-up over std). The precision family's
+last rows are not grove's: the vdpbf16ps peak over the f32 FMA's (GFLOP/s), PyTorch's autocast
+step over its f32 step. A ratio against PyTorch on the reference BLAS is refused (the row says
+why), and so is one against oneDNN's reference (`ref`) code or against a oneDNN product that
+this CPU does not have. Writes one CSV per family (columns family, case, grove, baseline,
+baseline_value, unit, ratio, note) into --csv (default: DIR), and with --plot one bar chart of
+the ratios per family (FAMILY.png) into that directory, which is created if it does not exist
+(its parent must). Exit status 2 for a usage error, 1 for a failure.
 """
 import argparse
 import csv
@@ -37,7 +47,8 @@ FIELDS = ["family", "case", "grove", "baseline", "baseline_value", "unit", "rati
 TITLES = {"tree": "Pytrees (CPU time per call)",
           "random": "Random numbers (time per 10^7 float32 values)",
           "mlp": "The MLP step [784, 512, 512, 10], float32",
-          "allreduce": "Allreduce of the MLP's gradients, mpirun -np 2"}
+          "allreduce": "Allreduce of the MLP's gradients, mpirun -np 2",
+          "precision": "bf16 mixed precision: the MLP step's 8 products, peaks, PyTorch autocast"}
 UNIT_SCALE = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}  # to microseconds
 
 
@@ -198,6 +209,129 @@ def allreduce_rows(results, notes):
     return rows
 
 
+def precision_rows(results, notes):
+    rows = []
+    data = load(results, "precision.json")
+    if data is None:
+        notes.append("precision: no precision.json (bench_precision did not run: it is built "
+                     "only where oneDNN is found, Debian: libdnnl-dev)")
+    else:
+        context = data.get("context", {})
+        runs = iterations(data)
+        # The products' repetition with the smallest best_ms (each product's fastest run summed),
+        # and the peaks' with the most GFLOP/s, as bench_precision's own summary prints them,
+        # rather than the fastest mean.
+        for b in data.get("benchmarks", []):
+            name = b.get("run_name", b["name"])
+            if b.get("run_type", "iteration") != "iteration" or b.get("error_occurred"):
+                continue
+            if "best_ms" in b and b["best_ms"] < runs[name]["best_ms"]:
+                runs[name] = b
+            elif "best_ms" not in b and b.get("GFLOP/s", 0) > runs[name].get("GFLOP/s", 0):
+                runs[name] = b
+        errors = {b.get("run_name", b["name"]): b.get("error_message", "error")
+                  for b in data.get("benchmarks", []) if b.get("error_occurred")}
+        cap = context.get("onednn_max_cpu_isa") or "unset"
+        notes.append(f"precision: oneDNN {context.get('onednn_version', '?')}, instruction set "
+                     f"{context.get('onednn_isa', '?')} (ONEDNN_MAX_CPU_ISA={cap}); "
+                     f"AVX512-BF16 {context.get('avx512_bf16', '?')}")
+
+        def ms(impl, suffix):
+            b = runs.get(f"precision_products/{impl}{suffix}")
+            if b is None:
+                return None
+            return b["best_ms"] if "best_ms" in b else micros(b, "real_time") / 1e3
+
+        def what(impl, suffix):
+            b = runs.get(f"precision_products/{impl}{suffix}")
+            if b is not None:
+                return b.get("label", "") or impl
+            return errors.get(f"precision_products/{impl}{suffix}", "did not run")
+
+        configs = sorted({tuple(int(p.split(":")[1]) for p in name.split("/")[2:4])
+                          for name in list(runs) + list(errors)
+                          if name.startswith("precision_products/")})
+        ran = {}
+        for batch, threads in configs:
+            suffix = f"/batch:{batch}/threads:{threads}"
+            where = f"batch {batch}, {threads} thread(s)"
+            g32, g16 = ms("grove_f32", suffix), ms("grove_bf16", suffix)
+            d32, d16 = ms("onednn_f32", suffix), ms("onednn_bf16", suffix)
+            for impl in ("grove_f32", "grove_bf16", "onednn_f32", "onednn_bf16"):
+                ran.setdefault(impl, what(impl, suffix))
+            if g16 is not None and g32 is not None:
+                rows.append(row("precision", f"grove bf16 / grove f32, {where}", g16, "grove f32",
+                                g32, "ms", g16 / g32))
+            for grove, theirs, impl, name in ((g32, d32, "onednn_f32", "oneDNN f32"),
+                                              (g16, d16, "onednn_bf16", "oneDNN bf16")):
+                if grove is None:
+                    continue
+                case = f"grove {name.split()[1]} / {name}, {where}"
+                if theirs is None:
+                    rows.append(row("precision", case, grove, name, None, "ms", None,
+                                    f"no ratio: {what(impl, suffix)}"))
+                elif "ref:" in what(impl, suffix):
+                    rows.append(row("precision", case, grove, name, theirs, "ms", None,
+                                    f"no ratio: oneDNN ran its reference code "
+                                    f"({what(impl, suffix)}), no kernel for this CPU"))
+                else:
+                    rows.append(row("precision", case, grove, name, theirs, "ms", grove / theirs))
+        for impl, text in ran.items():
+            notes.append(f"precision: {impl}: {text}")
+        fma, dp = runs.get("precision_peak/fma_f32"), runs.get("precision_peak/vdpbf16ps")
+        if fma is not None or dp is not None:
+            fma_label = f"f32 FMA ({fma.get('label', '')})" if fma else "f32 FMA"
+            if dp is None:
+                rows.append(row("precision", "register-only peak: vdpbf16ps / f32 FMA", None,
+                                fma_label, fma["GFLOP/s"] if fma else None, "GFLOP/s", None,
+                                errors.get("precision_peak/vdpbf16ps", "vdpbf16ps did not run")))
+            else:
+                rows.append(row("precision", "register-only peak: vdpbf16ps / f32 FMA",
+                                dp["GFLOP/s"], fma_label, fma["GFLOP/s"] if fma else None,
+                                "GFLOP/s", dp["GFLOP/s"] / fma["GFLOP/s"] if fma else None,
+                                "" if fma else "the FMA peak did not run"))
+    nn = load(results, "nn.json")
+    for name, b in sorted(iterations(nn).items() if nn is not None else []):
+        if not name.startswith("step_precision/") or "bf16/f32" not in b:
+            continue
+        parts = name.split("/")  # step_precision/batch:128/threads:1/...
+        batch, threads = parts[1].split(":")[1], parts[2].split(":")[1]
+        emulated = "rounded" in b.get("label", "") or "copies" in b.get("label", "")
+        rows.append(row("precision", f"grove adam step bf16 / f32, batch {batch}, "
+                        f"{threads} thread(s)", b["bf16_ms"], "grove f32 step", b["f32_ms"], "ms",
+                        b["bf16/f32"],
+                        "target where bf16 is emulated: at most 1.2" if emulated else
+                        b.get("label", "")))
+    for name, b in sorted(iterations(nn).items() if nn is not None else []):
+        if not name.startswith("apply_precision/") or "bf16/f32" not in b:
+            continue
+        batch = name.split("/")[1].split(":")[1]  # apply_precision/batch:1/...
+        rows.append(row("precision", f"grove apply bf16 / f32, batch {batch}, 1 thread",
+                        1e3 * b["bf16_ms"], "grove f32 apply", 1e3 * b["f32_ms"], "us",
+                        b["bf16/f32"], b.get("label", "")))
+    torch = load(results, "precision_torch.json")
+    if torch is None:
+        notes.append("precision: no precision_torch.json (PyTorch's autocast step was not timed)")
+        return rows
+    blas = torch["blas"]
+    optimised = blas["kind"] in ("openblas", "mkl", "blis")
+    info = torch.get("autocast", {})
+    onednn = ", ".join(info.get("onednn", [])) or "none: ATen's own bf16 code ran them"
+    notes.append(f"precision: PyTorch {torch.get('torch', '?')} autocast bf16, oneDNN primitives "
+                 f"on bf16 data: {onednn}; its f32 step on {blas_text(blas)}")
+    for r in torch["rows"]:
+        ratio = r["bf16_ms"] / r["f32_ms"]
+        note = f"bf16 {r['bf16_setting']}, f32 {r['f32_setting']}"
+        if not optimised:
+            ratio = None
+            note = (f"no ratio: PyTorch's f32 step ran on the {blas['kind']} BLAS, not an "
+                    f"optimised one (install libopenblas0-pthread)")
+        rows.append(row("precision", f"PyTorch autocast bf16 / its f32 step, batch {r['batch']}, "
+                        f"{r['threads']} thread(s)", r["bf16_ms"], "PyTorch f32 step",
+                        r["f32_ms"], "ms", ratio, note))
+    return rows
+
+
 def fmt(x):
     if x is None:
         return "-"
@@ -293,7 +427,8 @@ def main():
     notes = []
     families = {"tree": tree_rows(args.results, notes), "random": random_rows(args.results, notes),
                 "mlp": mlp_rows(args.results, notes),
-                "allreduce": allreduce_rows(args.results, notes)}
+                "allreduce": allreduce_rows(args.results, notes),
+                "precision": precision_rows(args.results, notes)}
     for note in notes:
         print(f"note: {note}")
     written = []

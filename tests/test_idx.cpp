@@ -149,6 +149,34 @@ TEST_CASE("MNIST directories: .gz or plain files", "[io][idx]") {
   }
 }
 
+TEST_CASE("docs/nn.md's IDX snippet, run", "[io][idx][docs]") {
+  // The page's block as it stands, in a directory that holds the files it names (the first line
+  // reads the Fashion-MNIST package that the tests install).
+  TempDir dir;
+  write_gzip(dir / "t10k-images-idx3-ubyte.gz", images_file(3, 28, 28));
+  write_gzip(dir / "t10k-labels-idx1-ubyte.gz", labels_file({1, 9, 0}));
+  write_plain(dir / "file.idx", labels_file({7}));
+  const fs::path previous = fs::current_path();
+  fs::current_path(dir.path);
+  struct Back {
+    fs::path to;
+    ~Back() { fs::current_path(to); }
+  } back{previous};
+  // clang-format off
+auto [train, test] = grove::io::load_mnist<float>("/usr/share/datasets/fashion-mnist");
+// train.images: 784 x 60000, one column per image in [0, 1]; train.labels: Eigen::VectorXi
+Eigen::MatrixXf x = grove::io::read_idx_images<float>("t10k-images-idx3-ubyte.gz");
+Eigen::VectorXi y = grove::io::read_idx_labels("t10k-labels-idx1-ubyte.gz", 10);
+grove::io::IdxArray any = grove::io::read_idx("file.idx");  // any element type and rank
+  // clang-format on
+  CHECK(train.images.rows() == 784);
+  CHECK(train.size() == 60000);
+  CHECK(test.size() == 10000);
+  CHECK(x.cols() == 3);
+  CHECK(y == Eigen::Vector3i(1, 9, 0));
+  CHECK(any.values<int>() == std::vector<int>{7});
+}
+
 namespace {
 // The format_error a reader raises for `file`, checked to name the file; returns the message.
 template <class Read>

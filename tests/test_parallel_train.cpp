@@ -203,3 +203,67 @@ TEST_CASE("any model trains data-parallel: a residual block with layer norm, mse
     }
   }
 }
+
+TEST_CASE("data-parallel training under the bf16 policy follows the single step on the batch",
+          "[parallel][train][precision]") {
+  // On one device the step is nn::train_step's, bit for bit. On several, each shard's loss
+  // gradient is scaled by 1 / (its size) before the products round it, where the whole batch's is
+  // scaled by 1 / (the batch): the rounded inputs differ, by up to one bfloat16 rounding, and so
+  // do the steps (by far less than the steps themselves, which is what is checked). The policy
+  // must reach every device: the result differs from float32's.
+  const auto net =
+      nn::sequential(nn::dense(20, 24), nn::swish, nn::dense(24, 24), nn::relu, nn::dense(24, 4));
+  const auto chain = nn::with_policy(net, nn::precision_policy::mixed_bf16());
+  const auto start = nn::init<float>(chain, gr::key(3));
+  const Eigen::MatrixXf X = gr::normal<float>(gr::key(4), 20, 33);
+  const Eigen::VectorXi y = gr::randint(gr::key(5), 33, 0, 4);
+  // |a - b| / |b - start| over all leaves.
+  auto relative_to_step = [&](const auto& a, const auto& b) {
+    double diff = 0, step = 0;
+    grove::tree_for_each(
+        [&](const auto& x, const auto& z, const auto& s0) {
+          diff += (x - z).template cast<double>().squaredNorm();
+          step += (z - s0).template cast<double>().squaredNorm();
+        },
+        a, b, start);
+    return std::sqrt(diff / step);
+  };
+  auto run = [&](const auto& model, const auto& opt, int n) {
+    par::LocalDevices devices(n);
+    return devices.run([&](par::LocalDevice& d) {
+      auto params = start;
+      auto st = opt.init(params);
+      par::StepWorkspace<decltype(params)> ws;
+      for (int s = 0; s < 3; ++s)
+        par::train_step(model, params, X, y, nn::softmax_cross_entropy, nullptr, opt, st, d, ws);
+      return params;
+    });
+  };
+  auto check = [&](const auto& opt, double tolerance) {
+    auto expected = start;
+    auto state = opt.init(expected);
+    nn::StepWorkspace<decltype(expected)> sws;
+    for (int s = 0; s < 3; ++s)
+      nn::train_step(chain, expected, X, y, nn::softmax_cross_entropy, nullptr, opt, state, sws);
+    grove::tree_for_each([](const auto& a, const auto& b) { CHECK(a == b); }, run(chain, opt, 1)[0],
+                         expected);
+    for (const int n : {2, 3}) {
+      INFO(n << " devices");
+      const auto results = run(chain, opt, n);
+      for (const auto& params : results) {
+        const double d = relative_to_step(params, expected);
+        INFO("distance / step " << d);
+        CHECK(d < tolerance);
+        CHECK(relative_to_step(params, run(net, opt, n)[0]) > 0);
+      }
+    }
+  };
+  SECTION("sgd") {
+    check(nn::sgd(0.1), 2e-2);
+  }
+  // adam moves each parameter by about the learning rate whatever its gradient's size, so a
+  // gradient near zero whose rounding differs may move its parameter the other way.
+  SECTION("adam") {
+    check(nn::adam(1e-2), 1e-1);
+  }
+}

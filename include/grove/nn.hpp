@@ -20,6 +20,8 @@
 #include "grove/nn/metrics.hpp"
 #include "grove/nn/model.hpp"
 #include "grove/nn/optim.hpp"
+#include "grove/nn/precision.hpp"
+#include "grove/nn/precision_policy.hpp"
 #include "grove/nn/predict.hpp"
 #include "grove/nn/train_state.hpp"
 #include "grove/nn/workspace.hpp"

@@ -13,6 +13,9 @@
 #if defined(__unix__) || defined(__APPLE__)
 #include <unistd.h>
 #endif
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
+#include <cpuid.h>
+#endif
 
 #if defined(GROVE_RANDOM_NO_DISPATCH) || defined(GROVE_NN_NO_DISPATCH)
 #ifndef GROVE_NO_DISPATCH
@@ -35,6 +38,21 @@
 #define GROVE_DETAIL_TARGET_AVX512 \
   __attribute__((target("avx512f,avx512vl,avx2,fma,prefer-vector-width=512")))
 #endif
+// AVX-512F alone: what grove's float GEMM kernel is compiled for (nn/detail/sgemm_avx512.hpp),
+// and so what the helpers inlined into it must ask for (a function is inlined only into one
+// compiled for at least its own instruction sets).
+#define GROVE_DETAIL_TARGET_AVX512F __attribute__((target("avx512f")))
+// AVX512-BF16 (vdpbf16ps) and the AVX-512 subsets that every CPU with it has (Intel's Cooper Lake
+// and later, AMD's Zen 4 and later), with 512-bit vectors for the loops GCC vectorises, as above.
+#if defined(__clang__)
+#define GROVE_DETAIL_TARGET_AVX512BF16 \
+  __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512bf16,avx2,fma")))
+#else
+#define GROVE_DETAIL_TARGET_AVX512BF16                                 \
+  __attribute__((                                                      \
+      target("avx512f,avx512vl,avx512bw,avx512dq,avx512bf16,avx2,fma," \
+             "prefer-vector-width=512")))
+#endif
 #else
 #define GROVE_DETAIL_DISPATCH 0
 #endif
@@ -54,10 +72,18 @@
 
 namespace grove::detail {
 
+/// Who designed the CPU: where the same instruction runs at rates that differ by vendor, the
+/// kernel chosen does too (nn/detail/gemm.hpp's bf16 products).
+enum class cpu_vendor { other, intel, amd };
+
 struct cpu_features {
   bool avx2_fma = false;  // AVX2 and FMA3
   bool avx512f = false;
   bool avx512vl = false;
+  // AVX512-BF16 (vdpbf16ps), with AVX-512F, VL, BW and DQ, which every CPU that has it also has
+  // (GROVE_DETAIL_TARGET_AVX512BF16 compiles for all of them).
+  bool avx512_bf16 = false;
+  cpu_vendor vendor = cpu_vendor::other;
 };
 
 inline const cpu_features& this_cpu() noexcept {
@@ -68,6 +94,16 @@ inline const cpu_features& this_cpu() noexcept {
     f.avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     f.avx512f = __builtin_cpu_supports("avx512f");
     f.avx512vl = __builtin_cpu_supports("avx512vl");
+    // AVX512-BF16 is CPUID leaf 7, subleaf 1, EAX bit 5. It is read from CPUID rather than with
+    // __builtin_cpu_supports, which not every compiler grove supports knows it by; the other
+    // features' answers include the operating system's support for the AVX-512 registers.
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool bf16 = __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax & (1u << 5)) != 0;
+    f.avx512_bf16 = bf16 && f.avx512f && f.avx512vl && __builtin_cpu_supports("avx512bw") &&
+                    __builtin_cpu_supports("avx512dq");
+    f.vendor = __builtin_cpu_is("amd")     ? cpu_vendor::amd
+               : __builtin_cpu_is("intel") ? cpu_vendor::intel
+                                           : cpu_vendor::other;
     return f;
   }();
 #else

@@ -53,6 +53,7 @@
 // shapes fit. A forward pass in training (ctx.training) is followed by the backward pass of the
 // same batch, with the same `saved`; in nn::apply (ctx.training false) no backward follows.
 // ctx.key is the layer's own random key (dropout's), or nullptr when the pass has none.
+// ctx.policy is the model's precision policy (grove/nn/precision.hpp), or nullptr.
 #pragma once
 
 #include <Eigen/Core>
@@ -73,6 +74,7 @@
 #include "grove/error.hpp"
 #include "grove/nn/activations.hpp"
 #include "grove/nn/dense.hpp"
+#include "grove/nn/precision_policy.hpp"
 #include "grove/random.hpp"
 
 namespace grove::nn {
@@ -98,7 +100,16 @@ struct layer_context {
   int threads = 1;
   /// grove's own state of this thread in the team (see team_barrier); not for users.
   void* team = nullptr;
+  /// The model's precision policy (nn::with_policy), or nullptr: everything in the parameters'
+  /// dtype. A layer whose matrix products should follow it asks computes_in_bf16(ctx).
+  const precision_policy* policy = nullptr;
 };
+
+/// Whether the pass computes its matrix products from inputs rounded to bfloat16 (see
+/// precision_policy): grove's dense layers do then, and a user's layer may too.
+inline bool computes_in_bf16(const layer_context& ctx) noexcept {
+  return ctx.policy != nullptr && ctx.policy->compute == dtype::bfloat16;
+}
 
 namespace detail {
 

@@ -141,6 +141,11 @@ bool collect_chain(const L& layer, const P& params, P* grads, std::vector<chain_
   }
 }
 
+// How a layer's matrix products treat their inputs in this pass (the model's precision policy).
+inline Precision products_of(const layer_context& ctx) noexcept {
+  return computes_in_bf16(ctx) ? Precision::bf16 : Precision::full;
+}
+
 template <class T>
 GemmScratch<T>* gemm_scratch_of(const layer_context& ctx, int threads) {
   if (ctx.detail == nullptr) return nullptr;
@@ -260,13 +265,14 @@ struct DenseLayer {
     const Index batch = x.cols();
     const View<const T> w{p.w.data(), out, in, out}, xv{x.data(), in, batch, in};
     const View<T> yv{y.data(), out, batch, out};
+    const Precision precision = products_of(ctx);
     on_team<T>(ctx, [&](int tid, int team, GemmScratch<T>& scratch) {
       const Slice s = slice_of(out, batch, in, tid, team);
       if (s.empty()) return;
-      scratch.reserve(s.rows.size(), s.cols.size(), in);
+      scratch.reserve(s.rows.size(), s.cols.size(), in, precision);
       for (Index j = s.cols.begin; j < s.cols.end; ++j)
         std::copy(p.b.data() + s.rows.begin, p.b.data() + s.rows.end, yv.col(j) + s.rows.begin);
-      gemm_slice<false, false>(s, w, xv, yv, T(1), scratch);
+      gemm_slice<false, false>(s, w, xv, yv, T(1), scratch, Into::add, precision);
       for (Index j = s.cols.begin; j < s.cols.end; ++j) epilogue(j, s.rows.begin, s.rows.end);
     });
   }
@@ -289,13 +295,14 @@ struct DenseLayer {
     const bool want_dx = dx.size() != 0;
     const View<const T> w{p.w.data(), out, in, out}, xv{x.data(), in, batch, in},
         dyv{dy.data(), out, batch, out};
+    const Precision precision = products_of(ctx);
     on_team<T>(ctx, [&](int tid, int team, GemmScratch<T>& scratch) {
       const Slice sw = slice_of(out, in, batch, tid, team);
-      if (!sw.empty()) scratch.reserve(sw.rows.size(), sw.cols.size(), batch);
+      if (!sw.empty()) scratch.reserve(sw.rows.size(), sw.cols.size(), batch, precision);
       const Slice sx = want_dx ? slice_of(in, batch, out, tid, team) : Slice{};
-      if (!sx.empty()) scratch.reserve(sx.rows.size(), sx.cols.size(), out);
+      if (!sx.empty()) scratch.reserve(sx.rows.size(), sx.cols.size(), out, precision);
       gemm_slice<false, true>(sw, dyv, xv, View<T>{g.w.data(), out, in, out}, T(1), scratch,
-                              Into::overwrite);
+                              Into::overwrite, precision);
       const Range r = share(out, tid, team);
       if (!r.empty()) {
         auto db = g.b.segment(r.begin, r.size());
@@ -304,7 +311,7 @@ struct DenseLayer {
       }
       if (!sx.empty()) {
         gemm_slice<true, false>(sx, w, dyv, View<T>{dx.data(), in, batch, in}, T(1), scratch,
-                                Into::overwrite);
+                                Into::overwrite, precision);
         for (Index j = sx.cols.begin; j < sx.cols.end; ++j) epilogue(j, sx.rows.begin, sx.rows.end);
       }
     });
@@ -482,7 +489,8 @@ struct Dropout {
                const layer_context& ctx) const {
     if (ctx.threads > 1) {
       if (ctx.thread == 0)
-        forward<T>(p, x, y, saved, layer_context{ctx.training, ctx.key, ctx.detail});
+        forward<T>(p, x, y, saved,
+                   layer_context{ctx.training, ctx.key, ctx.detail, 0, 1, nullptr, ctx.policy});
       team_barrier(ctx);
       return;
     }
@@ -506,7 +514,8 @@ struct Dropout {
                 const layer_context& ctx) const {
     if (ctx.threads > 1) {
       if (ctx.thread == 0)
-        backward<T>(p, x, y, dy, g, dx, saved, layer_context{ctx.training, ctx.key, ctx.detail});
+        backward<T>(p, x, y, dy, g, dx, saved,
+                    layer_context{ctx.training, ctx.key, ctx.detail, 0, 1, nullptr, ctx.policy});
       team_barrier(ctx);
       return;
     }

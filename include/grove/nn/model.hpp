@@ -38,11 +38,13 @@
 
 #include "grove/nn/activations.hpp"
 #include "grove/nn/dense.hpp"
+#include "grove/nn/detail/gemv_bf16.hpp"
 #include "grove/nn/layer.hpp"
 #include "grove/nn/layers.hpp"
 #include "grove/nn/losses.hpp"
 #include "grove/nn/metrics.hpp"
 #include "grove/nn/optim.hpp"
+#include "grove/nn/precision.hpp"
 #include "grove/nn/predict.hpp"
 #include "grove/nn/workspace.hpp"
 #include "grove/random.hpp"
@@ -186,10 +188,12 @@ void on_pass_team(const layer_context& ctx, Workspace<T>& ws, Body&& body) {
 // The whole pass: checks, then the engine or the layers. grads (may be null: the loss only) and
 // input_grad (may be null) are written when given; sgd_lr >= 0 with a chain runs the fused SGD
 // step on params instead (and sets `fused`); without a chain it writes grads as without sgd_lr.
+// `policy`: the model's precision policy (a with_policy model unwrapped), or nullptr.
 template <class T, class M, class P, class DY, class Loss>
-T pass(const char* function, const M& m, const P& params, const BatchRef<T>& x,
-       const Eigen::DenseBase<DY>& Y, const Loss& loss, const random::Key* key, P* grads,
-       Matrix<T>* input_grad, Workspace<T>& ws, T sgd_lr = T(-1), bool* fused = nullptr) {
+T pass_under(const char* function, const M& m, const precision_policy* policy, const P& params,
+             const BatchRef<T>& x, const Eigen::DenseBase<DY>& Y, const Loss& loss,
+             const random::Key* key, P* grads, Matrix<T>* input_grad, Workspace<T>& ws, T sgd_lr,
+             bool* fused) {
   const Index batch = x.cols();
   const Index out = check_model(function, m, params, x.rows());
   return with_targets<T>(function, Y, batch, [&](const auto& targets) -> T {
@@ -237,11 +241,17 @@ T pass(const char* function, const M& m, const P& params, const BatchRef<T>& x,
                     input_grad ? batch : 0);
     const T scale = T(1) / static_cast<T>(batch);
     T total = 0;
+    const bool round_output = policy && policy->output == dtype::bfloat16;
     on_pass_team<T, M>(
-        layer_context{training || key != nullptr, key, &ws}, ws, [&](const layer_context& ctx) {
+        layer_context{training || key != nullptr, key, &ws, 0, 1, nullptr, policy}, ws,
+        [&](const layer_context& ctx) {
           forward_layer<T>(m, params, xm, y, saved_span, ctx);
           if (ctx.thread == 0) {  // the loss, per example in order (a few outputs each)
             dy = y;
+            // The loss sees the output as the policy has it; the model's backward pass gets its
+            // own y.
+            if constexpr (std::is_same_v<T, float>)
+              if (round_output) ::grove::detail::round_to_bf16(dy.data(), dy.size());
             for (Index j = 0; j < batch; ++j)
               total += loss.column(targets, j, dy.col(j).data(), out, training, scale);
           }
@@ -254,10 +264,25 @@ T pass(const char* function, const M& m, const P& params, const BatchRef<T>& x,
   });
 }
 
+template <class T, class M, class P, class DY, class Loss>
+T pass(const char* function, const M& m, const P& params, const BatchRef<T>& x,
+       const Eigen::DenseBase<DY>& Y, const Loss& loss, const random::Key* key, P* grads,
+       Matrix<T>* input_grad, Workspace<T>& ws, T sgd_lr = T(-1), bool* fused = nullptr) {
+  if constexpr (is_with_policy<M>) {
+    check_model(function, m, params, x.rows());  // the policy against the parameters
+    const policy_scope<T> scope(ws, &m.policy);
+    return pass_under<T>(function, m.model, &m.policy, params, x, Y, loss, key, grads, input_grad,
+                         ws, sgd_lr, fused);
+  } else {
+    return pass_under<T>(function, m, nullptr, params, x, Y, loss, key, grads, input_grad, ws,
+                         sgd_lr, fused);
+  }
+}
+
 // apply's pass into `out` (outputs x batch), once the model has been checked against the input.
 template <class T, class M, class P>
-void apply_checked(const char* function, const M& m, const P& params, const BatchRef<T>& x,
-                   MatrixMap<T> out, Workspace<T>& ws, const random::Key* key) {
+void apply_under(const char* function, const M& m, const precision_policy* policy, const P& params,
+                 const BatchRef<T>& x, MatrixMap<T> out, Workspace<T>& ws, const random::Key* key) {
   const Index batch = x.cols();
   const Index outputs = out.rows();
   if (batch == 0) return;
@@ -267,20 +292,36 @@ void apply_checked(const char* function, const M& m, const P& params, const Batc
     if (batch == 1) {
       // One example: the walk-through's loop (matrix-vector products, no team), the same sums
       // in the same order (z = w a, then + b), but in the workspace's memory and straight into
-      // `out` rather than in new vectors for every layer.
-      Index widest = 0;
+      // `out` rather than in new vectors for every layer. Under bf16 compute each product
+      // multiplies its input rounded to bfloat16 by the weights rounded as they are read
+      // (detail/gemv_bf16.hpp), into the bias.
+      const bool bf16 = std::is_same_v<T, float> && ws.products_ == Precision::bf16;
+      Index widest = x.rows();
       for (std::size_t l = 0; l < net.size(); ++l) widest = std::max(widest, net.layer(l).w.rows());
       ws.reserve_buffer(2 * aligned(widest));
       T* const act = ws.buffer_.data();
       T* const pre = act + aligned(widest);
       const T* a = x.data();
       Index n = x.rows();
+      if (bf16) {  // (act holds the rounded input; the first layer's output goes to pre)
+        std::copy(x.data(), x.data() + n, act);
+        a = act;
+      }
       for (std::size_t l = 0; l < net.size(); ++l) {
         const auto& layer = net.layer(l);
         const Index m = layer.w.rows();
         Eigen::Map<Vector<T>> z(l + 1 < net.size() ? pre : out.data(), m);
-        z.noalias() = layer.w * Eigen::Map<const Vector<T>>(a, n);
-        z += layer.b;
+        if constexpr (std::is_same_v<T, float>) {
+          if (bf16) {
+            ::grove::detail::round_to_bf16(act, n);
+            z = layer.b;
+            gemv_bf16::add(layer.w.data(), layer.w.rows(), m, n, act, z.data());
+          }
+        }
+        if (!bf16) {
+          z.noalias() = layer.w * Eigen::Map<const Vector<T>>(a, n);
+          z += layer.b;
+        }
         if (l + 1 < net.size()) {
           net.forward(l, z.data(), act, m);
           a = act;
@@ -303,9 +344,26 @@ void apply_checked(const char* function, const M& m, const P& params, const Batc
   Index used = 0;
   const ConstMatrixMap<T> xm = contiguous<T>(x, ws, used);
   const std::span<T> saved_span(ws.buffer_.data() + used, static_cast<std::size_t>(saved));
-  on_pass_team<T, M>(layer_context{key != nullptr, key, &ws}, ws, [&](const layer_context& ctx) {
-    forward_layer<T>(m, params, xm, out, saved_span, ctx);
-  });
+  on_pass_team<T, M>(
+      layer_context{key != nullptr, key, &ws, 0, 1, nullptr, policy}, ws,
+      [&](const layer_context& ctx) { forward_layer<T>(m, params, xm, out, saved_span, ctx); });
+}
+
+// apply's pass into `out` (outputs x batch), once the model has been checked against the input.
+template <class T, class M, class P>
+void apply_checked(const char* function, const M& m, const P& params, const BatchRef<T>& x,
+                   MatrixMap<T> out, Workspace<T>& ws, const random::Key* key) {
+  if constexpr (is_with_policy<M>) {
+    check_layer_params(function, m, params, layer_path{});  // the policy against the parameters
+    const policy_scope<T> scope(ws, &m.policy);
+    apply_under<T>(function, m.model, &m.policy, params, x, out, ws, key);
+    // (The engine has rounded its output already; rounding twice changes nothing.)
+    if constexpr (std::is_same_v<T, float>)
+      if (m.policy.output == dtype::bfloat16)
+        ::grove::detail::round_to_bf16(out.data(), out.size());
+  } else {
+    apply_under<T>(function, m, nullptr, params, x, out, ws, key);
+  }
 }
 
 // The model's output for x into `out` (resized): the checks, then apply_checked.

@@ -25,6 +25,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "grove/detail/bf16.hpp"
 #include "grove/nn/activations.hpp"
 #include "grove/nn/dense.hpp"
 #include "grove/nn/detail/gemm.hpp"
@@ -153,6 +154,11 @@ class Workspace {
   Matrix<T> predictions_;                      // apply's output, for the losses' passes
   // Per thread: the places of the children of the sequences being run, innermost last.
   std::vector<std::vector<detail::child_place>> places_;
+  // The pass's precision policy, as the engine applies it: how the products treat their inputs,
+  // and whether the model's output is rounded to bfloat16. Set for one pass by
+  // detail::policy_scope (grove/nn/precision.hpp); a workspace outside a pass has the defaults.
+  detail::Precision products_ = detail::Precision::full;
+  bool round_output_ = false;
   // Makes room for n elements of buffer_ and for `threads` GEMM scratches.
   void reserve_buffer(Index n) { grow(buffer_, n); }
   std::vector<detail::GemmScratch<T>>& scratch() { return scratch_; }
@@ -341,16 +347,18 @@ struct engine {
     if constexpr (M == mode::train) net.prepare_grads();
 
     const int nt = max_threads();
+    const Precision precision = ws.products_;
+    const bool round_output = ws.round_output_;
     if (static_cast<int>(ws.scratch_.size()) < nt) ws.scratch_.resize(static_cast<std::size_t>(nt));
     // Every product's slices, so that the team never allocates.
     for (int tid = 0; tid < nt; ++tid) {
       auto& s = ws.scratch_[static_cast<std::size_t>(tid)];
       for (std::size_t l = 0; l < L; ++l) {
         const Index out = width[l + 1], in = width[l];
-        reserve_slice(s, out, batch, in, tid, nt);
+        reserve_slice(s, out, batch, in, tid, nt, precision);
         if (training) {
-          reserve_slice(s, out, in, batch, tid, nt);
-          if (l > 0) reserve_slice(s, in, batch, out, tid, nt);
+          reserve_slice(s, out, in, batch, tid, nt, precision);
+          if (l > 0) reserve_slice(s, in, batch, out, tid, nt, precision);
         }
       }
     }
@@ -381,7 +389,8 @@ struct engine {
         const T* b = net.layer(l).b.data();
         for (Index j = s.cols.begin; j < s.cols.end; ++j)
           std::copy(b + s.rows.begin, b + s.rows.end, z.col(j) + s.rows.begin);
-        gemm_slice<false, false>(s, w_of(l), a_of(l), z, T(1), scratch);
+        gemm_slice<false, false>(s, w_of(l), a_of(l), z, T(1), scratch, Into::add, precision);
+        if (l + 1 == L && round_output) round_output_slice(s, z);
         if (l + 1 < L) {
           for (Index j = s.cols.begin; j < s.cols.end; ++j) {
             T* zj = z.col(j) + s.rows.begin;
@@ -416,14 +425,15 @@ struct engine {
           if constexpr (M == mode::train) {  // dW = dZ A_prev^T
             const View<T> dw{net.grad(l).w.data(), out, in, out};
             const Slice s = slice_of(out, in, batch, tid, team);
-            gemm_slice<false, true>(s, dz, a_of(l), dw, T(1), scratch, Into::overwrite);
+            gemm_slice<false, true>(s, dz, a_of(l), dw, T(1), scratch, Into::overwrite, precision);
           } else if (l + 1 < L) {  // W_next -= lr dZ_next A^T, now that W_next's dA is done
             const Index n_out = width[l + 2];
             const View<const T> dz_next{ws.z_[l + 1].data(), n_out, batch, n_out};
             auto& w = net.layer(l + 1).w;
             const Slice s = slice_of(n_out, out, batch, tid, team);
             gemm_slice<false, true>(s, dz_next, a_of(l + 1),
-                                    View<T>{w.data(), w.rows(), w.cols(), w.rows()}, -lr, scratch);
+                                    View<T>{w.data(), w.rows(), w.cols(), w.rows()}, -lr, scratch,
+                                    Into::add, precision);
           }
           {  // db = the sum of dZ's columns, in column order
             const Range r = share(out, tid, team);
@@ -440,7 +450,7 @@ struct engine {
           if (l > 0) {  // dZ_prev = (W^T dZ) * f'(Z_prev)
             const View<T> da{ws.da_.data(), in, batch, in};
             const Slice s = slice_of(in, batch, out, tid, team);
-            gemm_slice<true, false>(s, w_of(l), dz, da, T(1), scratch, Into::overwrite);
+            gemm_slice<true, false>(s, w_of(l), dz, da, T(1), scratch, Into::overwrite, precision);
             const View<T> d = z_of(l - 1);
             for (Index j = s.cols.begin; j < s.cols.end; ++j) {
               Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> dj(d.col(j) + s.rows.begin,
@@ -454,7 +464,7 @@ struct engine {
               auto& w = net.layer(0).w;
               const Slice s = slice_of(out, in, batch, tid, team);
               gemm_slice<false, true>(s, dz, x, View<T>{w.data(), w.rows(), w.cols(), w.rows()},
-                                      -lr, scratch);
+                                      -lr, scratch, Into::add, precision);
             }
           }
           if (l > 0) barrier(team);
@@ -474,9 +484,18 @@ struct engine {
     return total;
   }
 
-  static void reserve_slice(GemmScratch<T>& s, Index m, Index n, Index k, int tid, int nt) {
+  static void reserve_slice(GemmScratch<T>& s, Index m, Index n, Index k, int tid, int nt,
+                            Precision precision) {
     const Slice sl = slice_of(m, n, k, tid, nt);
-    if (!sl.empty()) s.reserve(sl.rows.size(), sl.cols.size(), k);
+    if (!sl.empty()) s.reserve(sl.rows.size(), sl.cols.size(), k, precision);
+  }
+
+  // The model's output rounded to bfloat16 (a policy's output dtype), the slice this thread
+  // computed.
+  static void round_output_slice(const Slice& s, View<T> z) {
+    if constexpr (std::is_same_v<T, float>)
+      for (Index j = s.cols.begin; j < s.cols.end; ++j)
+        ::grove::detail::round_to_bf16(z.col(j) + s.rows.begin, s.rows.size());
   }
 
   // Gives grads the network's shapes (allocating only when they differ).

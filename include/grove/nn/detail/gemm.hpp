@@ -23,6 +23,28 @@
 // Their sums are ordered differently, so float results differ from Eigen's kernel's in rounding.
 // force_eigen_kernel() turns them off at run time (benchmarks compare the two in one run).
 //
+// Under Precision::bf16 (nn::precision_policy's bf16 compute) each product's inputs, op(A) and
+// op(B), are rounded to bfloat16 (grove/detail/bf16.hpp's round_to_bf16, on every path the same
+// bits) and the products summed in float; C, alpha and the sums are never rounded. Float products
+// only: the layers refuse bf16 compute with double parameters before any product. Which kernel:
+//
+//   * on a CPU with AVX512-BF16 made by AMD (Zen 4 and later), detail/sgemm_avx512bf16.hpp, whose
+//     vdpbf16ps multiplies pairs of bf16: AMD runs it at the rate of a float FMA, so it does twice
+//     the multiply-adds in the same time;
+//   * on Intel's CPUs with AVX512-BF16, whose vdpbf16ps runs at half the rate of their float FMA
+//     (so it is no faster per multiply-add, and its pairs cost packing work), and on every other
+//     CPU with AVX-512F, the AVX-512 float kernel, rounding the inputs as it packs them (AMX, on
+//     Intel's server cores, would be the native unit there; grove does not use it yet);
+//   * on CPUs with AVX2 and FMA3 but not AVX-512F, the AVX2 float kernel, rounding as it packs
+//     (slices of at most 16 rows: see avx2::suits_bf16);
+//   * everywhere else, and whatever computes the float product instead of grove's kernels (Eigen's
+//     kernel, BLAS, the public product, force_eigen_kernel()): that float product, of copies of the
+//     slice's operands rounded into the workspace.
+// So every path but the native one computes, bit for bit, its float product of the rounded
+// operands; the native kernel sums pairs of steps, and reads subnormal bf16 values as zero.
+// bf16_kernel_override() chooses among them at run time (benchmarks; tests run the native
+// kernel's blocking and packing with vdpbf16ps emulated on every CPU).
+//
 // With EIGEN_USE_BLAS (grove's CMake option GROVE_USE_BLAS) a product is one ?gemm call on the
 // calling thread, and the BLAS library threads it.
 //
@@ -51,14 +73,22 @@
 #define GROVE_NN_GEMM_PUBLIC 1
 #endif
 
+#include <cstdint>
+#include <grove/detail/bf16.hpp>
+#include <grove/detail/cpu.hpp>
 #include <grove/detail/threads.hpp>
 #include <grove/nn/detail/sgemm_avx2.hpp>
 #include <grove/nn/detail/sgemm_avx512.hpp>
+#include <grove/nn/detail/sgemm_avx512bf16.hpp>
 #if defined(GROVE_NN_SGEMM_AVX512) && !defined(GROVE_NN_GEMM_BLAS) && !defined(GROVE_NN_PUBLIC_GEMM)
 #define GROVE_NN_GEMM_AVX512 1
 #endif
 #if defined(GROVE_NN_SGEMM_AVX2) && !defined(GROVE_NN_GEMM_BLAS) && !defined(GROVE_NN_PUBLIC_GEMM)
 #define GROVE_NN_GEMM_AVX2 1
+#endif
+#if defined(GROVE_NN_SGEMM_AVX512BF16) && !defined(GROVE_NN_GEMM_BLAS) && \
+    !defined(GROVE_NN_PUBLIC_GEMM)
+#define GROVE_NN_GEMM_AVX512BF16 1
 #endif
 
 namespace grove::nn::detail {
@@ -66,7 +96,8 @@ namespace grove::nn::detail {
 using Index = Eigen::Index;
 
 /// The run-time switch to Eigen's kernel (or whatever this build falls back to) for the products
-/// that would run one of grove's own kernels: set it only while no product runs.
+/// that would run one of grove's own kernels, bf16 ones included (they then multiply rounded
+/// copies; only Bf16Kernel::emulated ignores it): set it only while no product runs.
 inline bool& force_eigen_kernel() noexcept {
   static bool forced = false;
   return forced;
@@ -92,6 +123,37 @@ bool uses_avx2_kernel() {
   return false;
 }
 
+/// Which kernel computes float products under Precision::bf16: `automatic`, the rules at the top
+/// of this file; `native`, the AVX512-BF16 kernel wherever the CPU has AVX512-BF16, Intel's too
+/// (elsewhere the rules); `rounded`, the float kernel that this CPU runs, on rounded inputs (never
+/// vdpbf16ps); `emulated`, the AVX512-BF16 kernel's blocking and packing with vdpbf16ps emulated
+/// in scalar code, on any CPU and in any build (slow: for tests).
+enum class Bf16Kernel { automatic, native, rounded, emulated };
+
+/// The run-time choice of the bf16 kernel: set it only while no product runs.
+inline Bf16Kernel& bf16_kernel_override() noexcept {
+  static Bf16Kernel kernel = Bf16Kernel::automatic;
+  return kernel;
+}
+
+/// Whether float products under Precision::bf16 run grove's AVX512-BF16 kernel, vdpbf16ps (on
+/// this CPU).
+inline bool uses_native_bf16_kernel() {
+#if defined(GROVE_NN_GEMM_AVX512BF16)
+  if (force_eigen_kernel() || !avx512bf16::available()) return false;
+  switch (bf16_kernel_override()) {
+    case Bf16Kernel::native:
+      return true;
+    case Bf16Kernel::automatic:
+      return ::grove::detail::this_cpu().vendor == ::grove::detail::cpu_vendor::amd;
+    default:
+      return false;
+  }
+#else
+  return false;
+#endif
+}
+
 /// What computes products of T, in words (benchmarks print it).
 template <class T>
 const char* kernel_name() {
@@ -103,6 +165,22 @@ const char* kernel_name() {
   return "Eigen's GEMM kernel";
 #else
   return "Eigen's public product";
+#endif
+}
+
+/// What computes float products under Precision::bf16, in words (benchmarks print it).
+inline const char* bf16_kernel_name() {
+  if (bf16_kernel_override() == Bf16Kernel::emulated)
+    return "grove's AVX512-BF16 kernel, vdpbf16ps emulated in scalar code";
+  if (uses_native_bf16_kernel()) return "grove's AVX512-BF16 kernel";
+  if (uses_avx512_kernel<float>()) return "grove's AVX-512 kernel, inputs rounded to bf16";
+  if (uses_avx2_kernel<float>()) return "grove's AVX2 kernel, inputs rounded to bf16";
+#if defined(GROVE_NN_GEMM_BLAS)
+  return "BLAS (EIGEN_USE_BLAS) on copies rounded to bf16";
+#elif defined(GROVE_NN_GEMM_KERNEL)
+  return "Eigen's GEMM kernel on copies rounded to bf16";
+#else
+  return "Eigen's public product on copies rounded to bf16";
 #endif
 }
 
@@ -151,6 +229,11 @@ Blocking blocking_for(Index m, Index n, Index k) {
   return b;
 }
 
+/// What a product's inputs are before they are multiplied: as they are, or rounded to bfloat16
+/// (grove/detail/bf16.hpp) with the products summed in float (nn::precision_policy's bf16
+/// compute). C, alpha and the sums are never rounded. bf16 is for float products only.
+enum class Precision { full, bf16 };
+
 /// One thread's packing buffers for the GEMM kernel. reserve() before a parallel region (it may
 /// allocate); the products inside only use what was reserved.
 template <class T>
@@ -160,8 +243,10 @@ class GemmScratch
 #endif
 {
  public:
-  /// Makes room for an m x n x k product's slice.
-  void reserve(Index m, Index n, Index k) {
+  /// Makes room for an m x n x k product's slice computed with precision p (what the products
+  /// will pass gemm_slice). With T = double, bf16 reserves what full precision does (gemm_slice
+  /// computes such products in full precision).
+  void reserve(Index m, Index n, Index k, Precision p = Precision::full) {
     const Blocking b = blocking_for<T>(m, n, k);
     Index a = b.kc * std::min(m, b.mc), bb = b.kc * std::min(n, b.nc);
     // Room for grove's own kernels as well, whichever kernel this code runs (see
@@ -169,6 +254,16 @@ class GemmScratch
     if constexpr (std::is_same_v<T, float>) {
       a = std::max({a, avx512::blocks::packed_a_size(m, k), avx2::blocks::packed_a_size(m, k)});
       bb = std::max({bb, avx512::blocks::packed_b_size(n, k), avx2::blocks::packed_b_size(n, k)});
+      if (p == Precision::bf16) {
+        // The AVX512-BF16 kernel's packed pairs, and the rounded copies of the slice's operands
+        // that the other paths multiply. The copies are reserved whichever path this CPU takes,
+        // since force_eigen_kernel() and bf16_kernel_override() change it at run time; where no
+        // product uses them, their pages are never touched (and so never take memory).
+        a = std::max(a, avx512bf16::blocks::packed_a_size(m, k));
+        bb = std::max(bb, avx512bf16::blocks::packed_b_size(n, k));
+        if (m * k > rounded_a_.size()) rounded_a_.resize(m * k);
+        if (k * n > rounded_b_.size()) rounded_b_.resize(k * n);
+      }
     }
     if (a > a_.size()) a_.resize(a);
     if (bb > b_.size()) b_.resize(bb);
@@ -201,12 +296,27 @@ class GemmScratch
     return b_.size();
   }
 
+  /// Room for the rounded copies of a slice's op(A) and op(B) (Precision::bf16 only).
+  T* rounded_a() {
+    return rounded_a_.data();
+  }
+  T* rounded_b() {
+    return rounded_b_.data();
+  }
+  Index rounded_a_size() const {
+    return rounded_a_.size();
+  }
+  Index rounded_b_size() const {
+    return rounded_b_.size();
+  }
+
   std::size_t bytes() const {
-    return static_cast<std::size_t>(a_.size() + b_.size()) * sizeof(T);
+    return static_cast<std::size_t>(a_.size() + b_.size() + rounded_a_.size() + rounded_b_.size()) *
+           sizeof(T);
   }
 
  private:
-  Eigen::Matrix<T, Eigen::Dynamic, 1> a_, b_;
+  Eigen::Matrix<T, Eigen::Dynamic, 1> a_, b_, rounded_a_, rounded_b_;
 };
 
 /// Whether a product with an m x n result is cut along its rows (else along its columns).
@@ -244,12 +354,33 @@ void zero_slice(const Slice& s, View<T> c) {
 /// Whether gemm_slice adds to C or replaces it.
 enum class Into { add, overwrite };
 
+/// Copies the rows x cols column-major block at src (column stride ld) to dst (column stride
+/// rows), each element rounded to bfloat16 (round_to_bf16's bits, on every CPU).
+inline void round_copy(const float* src, Index ld, Index rows, Index cols, float* dst) {
+#if defined(GROVE_NN_SGEMM_AVX512)
+  if (avx512::available()) return avx512::round_copy(src, ld, rows, cols, dst);
+#endif
+#if defined(GROVE_NN_SGEMM_AVX2)
+  if (avx2::available()) return avx2::round_copy(src, ld, rows, cols, dst);
+#endif
+  for (Index j = 0; j < cols; ++j)
+    for (Index i = 0; i < rows; ++i)
+      dst[i + j * rows] = ::grove::detail::round_to_bf16(src[i + j * ld]);
+}
+
 /// C[slice] += alpha * op(A)[slice.rows, :] * op(B)[:, slice.cols], op = transpose when TA / TB;
 /// with Into::overwrite, C[slice] = that product instead (C's old values are not read, so it may
-/// be uninitialised). op(A) is m x k, op(B) is k x n, C is m x n.
+/// be uninitialised). op(A) is m x k, op(B) is k x n, C is m x n. With Precision::bf16 (T = float
+/// only; the scratch reserved for it), op(A) and op(B) are rounded to bfloat16 first (see the top
+/// of this file); with T = double it asserts, and computes in full precision.
 template <bool TA, bool TB, class T>
 void gemm_slice(const Slice& s, View<const T> a, View<const T> b, View<T> c, T alpha,
-                GemmScratch<T>& scratch, Into into = Into::add) {
+                GemmScratch<T>& scratch, Into into = Into::add,
+                Precision precision = Precision::full) {
+  if constexpr (!std::is_same_v<T, float>) {
+    eigen_assert(precision == Precision::full && "grove: bf16 products are for float operands");
+    precision = Precision::full;
+  }
   if (s.empty()) return;
   const Index m = s.rows.size(), n = s.cols.size();
   const Index k = TA ? a.rows : a.cols;
@@ -257,9 +388,31 @@ void gemm_slice(const Slice& s, View<const T> a, View<const T> b, View<T> c, T a
   const T* pa = TA ? a.data + s.rows.begin * a.ld : a.data + s.rows.begin;
   const T* pb = TB ? b.data + s.cols.begin : b.data + s.cols.begin * b.ld;
   T* pc = c.data + s.rows.begin + s.cols.begin * c.ld;
+  Index lda = a.ld, ldb = b.ld;
   if (k == 0) {
     if (into == Into::overwrite) zero_slice(s, c);
     return;
+  }
+  const bool bf16 = precision == Precision::bf16;
+  if constexpr (std::is_same_v<T, float>) {
+    if (bf16 && (uses_native_bf16_kernel() || bf16_kernel_override() == Bf16Kernel::emulated)) {
+      eigen_assert(avx512bf16::blocks::packed_a_size(m, k) <= scratch.packed_a_size() &&
+                   avx512bf16::blocks::packed_b_size(n, k) <= scratch.packed_b_size() &&
+                   "grove: GemmScratch::reserve was not called for this bf16 product");
+      // The packed pairs are 32-bit words in the float buffers; no product reads them as floats.
+      auto* const wa = reinterpret_cast<std::uint32_t*>(scratch.packed_a());
+      auto* const wb = reinterpret_cast<std::uint32_t*>(scratch.packed_b());
+#if defined(GROVE_NN_GEMM_AVX512BF16)
+      if (uses_native_bf16_kernel()) {
+        avx512bf16::gemm<TA, TB>(m, n, k, pa, lda, pb, ldb, pc, c.ld, alpha,
+                                 into == Into::overwrite, wa, wb);
+        return;
+      }
+#endif
+      avx512bf16::gemm_emulated<TA, TB>(m, n, k, pa, lda, pb, ldb, pc, c.ld, alpha,
+                                        into == Into::overwrite, wa, wb);
+      return;
+    }
   }
 #if defined(GROVE_NN_GEMM_AVX512)
   if constexpr (std::is_same_v<T, float>) {
@@ -267,43 +420,56 @@ void gemm_slice(const Slice& s, View<const T> a, View<const T> b, View<T> c, T a
       eigen_assert(avx512::blocks::packed_a_size(m, k) <= scratch.packed_a_size() &&
                    avx512::blocks::packed_b_size(n, k) <= scratch.packed_b_size() &&
                    "grove: GemmScratch::reserve was not called for this product");
-      avx512::gemm<TA, TB>(m, n, k, pa, a.ld, pb, b.ld, pc, c.ld, alpha, into == Into::overwrite,
-                           scratch.packed_a(), scratch.packed_b());
+      const auto kernel = bf16 ? avx512::gemm<TA, TB, true> : avx512::gemm<TA, TB, false>;
+      kernel(m, n, k, pa, lda, pb, ldb, pc, c.ld, alpha, into == Into::overwrite,
+             scratch.packed_a(), scratch.packed_b());
       return;
     }
   }
 #endif
 #if defined(GROVE_NN_GEMM_AVX2)
   if constexpr (std::is_same_v<T, float>) {
-    if (uses_avx2_kernel<T>() && avx2::suits(m, n, k)) {
+    if (uses_avx2_kernel<T>() && (bf16 ? avx2::suits_bf16(m, n, k) : avx2::suits(m, n, k))) {
       eigen_assert(avx2::blocks::packed_a_size(m, k) <= scratch.packed_a_size() &&
                    avx2::blocks::packed_b_size(n, k) <= scratch.packed_b_size() &&
                    "grove: GemmScratch::reserve was not called for this product");
-      avx2::gemm<TA, TB>(m, n, k, pa, a.ld, pb, b.ld, pc, c.ld, alpha, into == Into::overwrite,
-                         scratch.packed_a(), scratch.packed_b());
+      const auto kernel = bf16 ? avx2::gemm<TA, TB, true> : avx2::gemm<TA, TB, false>;
+      kernel(m, n, k, pa, lda, pb, ldb, pc, c.ld, alpha, into == Into::overwrite,
+             scratch.packed_a(), scratch.packed_b());
       return;
     }
   }
 #endif
+  if constexpr (std::is_same_v<T, float>) {
+    if (bf16) {  // the float product of rounded copies of the slice's operands, as stored
+      const Index ar = TA ? k : m, ac = TA ? m : k, br = TB ? n : k, bc = TB ? k : n;
+      eigen_assert(ar * ac <= scratch.rounded_a_size() && br * bc <= scratch.rounded_b_size() &&
+                   "grove: GemmScratch::reserve was not called for this bf16 product");
+      round_copy(pa, lda, ar, ac, scratch.rounded_a());
+      round_copy(pb, ldb, br, bc, scratch.rounded_b());
+      pa = scratch.rounded_a(), lda = ar;
+      pb = scratch.rounded_b(), ldb = br;
+    }
+  }
   if (into == Into::overwrite) zero_slice(s, c);
 #if defined(GROVE_NN_GEMM_BLAS)
   (void)scratch;
   const char ta = TA ? 'T' : 'N', tb = TB ? 'T' : 'N';
   const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
-  const int lda = static_cast<int>(a.ld), ldb = static_cast<int>(b.ld),
+  const int ldai = static_cast<int>(lda), ldbi = static_cast<int>(ldb),
             ldc = static_cast<int>(c.ld);
   const T one = 1;
   if constexpr (std::is_same_v<T, float>)
-    sgemm_(&ta, &tb, &mi, &ni, &ki, &alpha, pa, &lda, pb, &ldb, &one, pc, &ldc);
+    sgemm_(&ta, &tb, &mi, &ni, &ki, &alpha, pa, &ldai, pb, &ldbi, &one, pc, &ldc);
   else
-    dgemm_(&ta, &tb, &mi, &ni, &ki, &alpha, pa, &lda, pb, &ldb, &one, pc, &ldc);
+    dgemm_(&ta, &tb, &mi, &ni, &ki, &alpha, pa, &ldai, pb, &ldbi, &one, pc, &ldc);
 #elif defined(GROVE_NN_GEMM_KERNEL)
   constexpr int lhs_order = TA ? Eigen::RowMajor : Eigen::ColMajor;
   constexpr int rhs_order = TB ? Eigen::RowMajor : Eigen::ColMajor;
   scratch.use(m, n, k);
   Eigen::internal::general_matrix_matrix_product<Index, T, lhs_order, false, T, rhs_order, false,
-                                                 Eigen::ColMajor, 1>::run(m, n, k, pa, a.ld, pb,
-                                                                          b.ld, pc, 1, c.ld, alpha,
+                                                 Eigen::ColMajor, 1>::run(m, n, k, pa, lda, pb, ldb,
+                                                                          pc, 1, c.ld, alpha,
                                                                           scratch, nullptr);
 #else
   (void)scratch;
@@ -311,7 +477,7 @@ void gemm_slice(const Slice& s, View<const T> a, View<const T> b, View<T> c, T a
   using CMap = Eigen::Map<const M, 0, Eigen::OuterStride<>>;
   Eigen::Map<M, 0, Eigen::OuterStride<>> cm(pc, m, n, Eigen::OuterStride<>(c.ld));
   const Index ar = TA ? k : m, ac = TA ? m : k, br = TB ? n : k, bc = TB ? k : n;
-  CMap am(pa, ar, ac, Eigen::OuterStride<>(a.ld)), bm(pb, br, bc, Eigen::OuterStride<>(b.ld));
+  CMap am(pa, ar, ac, Eigen::OuterStride<>(lda)), bm(pb, br, bc, Eigen::OuterStride<>(ldb));
   if constexpr (TA && TB)
     cm.noalias() += alpha * am.transpose() * bm.transpose();
   else if constexpr (TA)

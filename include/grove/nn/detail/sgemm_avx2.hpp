@@ -24,10 +24,17 @@
 // so a given product gives the same bits on every run.
 //
 // Slices of at most MR rows (suits()) are left to Eigen's kernel, which was faster on them.
+//
+// With Round (gemm<TA, TB, true>: nn::precision_policy's bf16 compute), the packing routines round
+// each element of op(A) and op(B) to bfloat16 as they copy it (grove/detail/bf16.hpp, the same
+// bits as round_to_bf16), and the rest is the float kernel unchanged: the result is, bit for bit,
+// the float product of the rounded operands, for about the cost of the float product (each
+// element is packed once and used many times).
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
+#include <grove/detail/bf16.hpp>
 #include <grove/detail/cpu.hpp>
 #include <grove/nn/detail/sgemm_blocking.hpp>
 
@@ -57,6 +64,15 @@ inline bool suits(Index m, Index /*n*/, Index /*k*/) {
   return m > MR;
 }
 
+/// suits() for products whose inputs are rounded to bfloat16 (gemm<TA, TB, true>); otherwise
+/// Eigen's kernel multiplies rounded copies of the slice's operands (gemm.hpp). The same slices:
+/// on the MLP's thin products (the classifier's last layer and its weight gradient), Eigen's
+/// kernel on the copies, copying included, was still faster than this kernel rounding as it
+/// packs, with -march=native and without.
+inline bool suits_bf16(Index m, Index n, Index k) {
+  return suits(m, n, k);
+}
+
 #if defined(GROVE_NN_SGEMM_AVX2)
 
 #define GROVE_NN_TARGET_AVX2 __attribute__((target("avx2,fma")))
@@ -75,6 +91,15 @@ GROVE_NN_TARGET_AVX2 inline __m256i lanes(Index count) {
   const Index c = std::clamp<Index>(count, 0, 8);
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(c)),
                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/// x, or x rounded to bfloat16 when Round.
+template <bool Round>
+GROVE_ALWAYS_INLINE GROVE_NN_TARGET_AVX2 __m256 rounded(__m256 x) {
+  if constexpr (Round)
+    return grove::detail::round_to_bf16_avx2(x);
+  else
+    return x;
 }
 
 /// Transposes the 8 x 8 floats in r (r[i] is row i) in place: afterwards r[j] is column j.
@@ -98,8 +123,9 @@ GROVE_NN_TARGET_AVX2 inline void transpose8(__m256 r[8]) {
 }
 
 /// Packs `count` vectors that run along the inner dimension (vector r starts at src + r * ld and
-/// has kc floats) as W-wide steps: dst[p * W + r] = src[r * ld + p], zero for r in [count, W).
-template <Index W>
+/// has kc floats) as W-wide steps: dst[p * W + r] = src[r * ld + p] (rounded to bfloat16 when
+/// Round), zero for r in [count, W).
+template <Index W, bool Round = false>
 GROVE_NN_TARGET_AVX2 void pack_transposed(const float* src, Index ld, Index count, Index kc,
                                           float* dst) {
   for (Index r0 = 0; r0 < W; r0 += 8) {
@@ -123,6 +149,8 @@ GROVE_NN_TARGET_AVX2 void pack_transposed(const float* src, Index ld, Index coun
               i < rows ? _mm256_maskload_ps(src + (r0 + i) * ld + p0, load) : _mm256_setzero_ps();
       }
       transpose8(r);
+      if constexpr (Round)
+        for (Index q = 0; q < steps; ++q) r[q] = rounded<Round>(r[q]);
       if constexpr (W % 8 == 0) {
         for (Index q = 0; q < steps; ++q) _mm256_storeu_ps(dst + (p0 + q) * W + r0, r[q]);
       } else {
@@ -132,12 +160,13 @@ GROVE_NN_TARGET_AVX2 void pack_transposed(const float* src, Index ld, Index coun
   }
 }
 
-/// Packs op(A)[0:mc, 0:kc] (a points at its first element) into MR-row slivers of kc steps.
-template <bool TA>
+/// Packs op(A)[0:mc, 0:kc] (a points at its first element) into MR-row slivers of kc steps,
+/// rounded to bfloat16 when Round.
+template <bool TA, bool Round = false>
 GROVE_NN_TARGET_AVX2 void pack_a(const float* a, Index lda, Index mc, Index kc, float* dst) {
   if constexpr (TA) {  // op(A)(i, p) = A[p + i * lda]: rows run along the inner dimension
     for (Index i = 0; i < mc; i += MR, dst += kc * MR)
-      pack_transposed<MR>(a + i * lda, lda, std::min(MR, mc - i), kc, dst);
+      pack_transposed<MR, Round>(a + i * lda, lda, std::min(MR, mc - i), kc, dst);
   } else {  // op(A)(i, p) = A[i + p * lda]: each step's rows are contiguous
     // Step by step, all slivers at once: the reads run down whole columns of A.
     const Index full = mc / MR, rest = mc - full * MR;
@@ -146,29 +175,46 @@ GROVE_NN_TARGET_AVX2 void pack_a(const float* a, Index lda, Index mc, Index kc, 
       const float* s = a + p * lda;
       float* d = dst + p * MR;
       for (Index i = 0; i < full; ++i, s += MR, d += kc * MR) {
-        _mm256_storeu_ps(d, _mm256_loadu_ps(s));
-        _mm256_storeu_ps(d + 8, _mm256_loadu_ps(s + 8));
+        _mm256_storeu_ps(d, rounded<Round>(_mm256_loadu_ps(s)));
+        _mm256_storeu_ps(d + 8, rounded<Round>(_mm256_loadu_ps(s + 8)));
       }
       if (rest > 0) {
-        _mm256_storeu_ps(d, _mm256_maskload_ps(s, m0));
-        _mm256_storeu_ps(d + 8, _mm256_maskload_ps(s + 8, m1));
+        _mm256_storeu_ps(d, rounded<Round>(_mm256_maskload_ps(s, m0)));
+        _mm256_storeu_ps(d + 8, rounded<Round>(_mm256_maskload_ps(s + 8, m1)));
       }
     }
   }
 }
 
-/// Packs op(B)[0:kc, 0:nc] (b points at its first element) into NR-column slivers of kc steps.
-template <bool TB>
+/// Packs op(B)[0:kc, 0:nc] (b points at its first element) into NR-column slivers of kc steps,
+/// rounded to bfloat16 when Round.
+template <bool TB, bool Round = false>
 GROVE_NN_TARGET_AVX2 void pack_b(const float* b, Index ldb, Index kc, Index nc, float* dst) {
   for (Index j = 0; j < nc; j += NR, dst += kc * NR) {
     const Index cols = std::min(NR, nc - j);
     if constexpr (TB) {  // op(B)(p, j) = B[j + p * ldb]: each step's columns are contiguous
       const __m256i m = lanes(cols), store = lanes(NR);
       for (Index p = 0; p < kc; ++p)
-        _mm256_maskstore_ps(dst + p * NR, store, _mm256_maskload_ps(b + j + p * ldb, m));
+        _mm256_maskstore_ps(dst + p * NR, store,
+                            rounded<Round>(_mm256_maskload_ps(b + j + p * ldb, m)));
     } else {  // op(B)(p, j) = B[p + j * ldb]: columns run along the inner dimension
-      pack_transposed<NR>(b + j * ldb, ldb, cols, kc, dst);
+      pack_transposed<NR, Round>(b + j * ldb, ldb, cols, kc, dst);
     }
+  }
+}
+
+/// Copies the rows x cols column-major block at src (column stride ld) to dst (column stride
+/// rows), each element rounded to bfloat16: the rounded copies that Eigen's kernel multiplies
+/// (gemm.hpp).
+GROVE_NN_TARGET_AVX2 inline void round_copy(const float* src, Index ld, Index rows, Index cols,
+                                            float* dst) {
+  const Index full = rows / 8 * 8;
+  const __m256i tail = lanes(rows - full);
+  for (Index j = 0; j < cols; ++j, src += ld, dst += rows) {
+    for (Index i = 0; i < full; i += 8)
+      _mm256_storeu_ps(dst + i, rounded<true>(_mm256_loadu_ps(src + i)));
+    if (full < rows)
+      _mm256_maskstore_ps(dst + full, tail, rounded<true>(_mm256_maskload_ps(src + full, tail)));
   }
 }
 
@@ -236,7 +282,8 @@ inline kernel_fn kernel_for(Index rows, Index cols) {
 /// not read): op(A) is m x k (a points at its first element, column stride lda, transposed
 /// storage when TA), op(B) is k x n likewise, C is m x n with column stride ldc; k > 0. packed_a
 /// and packed_b hold at least blocks::packed_a_size(m, k) and blocks::packed_b_size(n, k) floats.
-template <bool TA, bool TB>
+/// With Round, op(A) and op(B) are rounded to bfloat16 first (as they are packed).
+template <bool TA, bool TB, bool Round = false>
 GROVE_NN_TARGET_AVX2 void gemm(Index m, Index n, Index k, const float* a, Index lda, const float* b,
                                Index ldb, float* c, Index ldc, float alpha, bool overwrite,
                                float* packed_a, float* packed_b) {
@@ -245,10 +292,10 @@ GROVE_NN_TARGET_AVX2 void gemm(Index m, Index n, Index k, const float* a, Index 
     const Index nc = std::min(NC, n - jc);
     for (Index pc = 0; pc < k; pc += KC) {
       const Index kc = std::min(KC, k - pc);
-      pack_b<TB>(TB ? b + jc + pc * ldb : b + pc + jc * ldb, ldb, kc, nc, packed_b);
+      pack_b<TB, Round>(TB ? b + jc + pc * ldb : b + pc + jc * ldb, ldb, kc, nc, packed_b);
       for (Index ic = 0; ic < m; ic += MC) {
         const Index mc = std::min(MC, m - ic);
-        pack_a<TA>(TA ? a + pc + ic * lda : a + ic + pc * lda, lda, mc, kc, packed_a);
+        pack_a<TA, Round>(TA ? a + pc + ic * lda : a + ic + pc * lda, lda, mc, kc, packed_a);
         for (Index jr = 0; jr < nc; jr += NR) {
           const Index cols = std::min(NR, nc - jr);
           for (Index ir = 0; ir < mc; ir += MR) {

@@ -31,10 +31,17 @@
 // The result is C += alpha * op(A) op(B), computed in a fixed order (for each element: the kc
 // slabs in order, each summed in order of its steps, which depend on k and the cache sizes only),
 // so a given product gives the same bits on every run.
+//
+// With Round (gemm<TA, TB, true>: nn::precision_policy's bf16 compute), op(A) and op(B) are
+// rounded to bfloat16 as they are packed (grove/detail/bf16.hpp, the same bits as round_to_bf16),
+// and the thin kernel reads op(B) from a rounded copy of each slab (NC columns at a time) instead
+// of in place; the multiplications are the float kernel's, in the same order, so the result is,
+// bit for bit, the float product of the rounded operands.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
+#include <grove/detail/bf16.hpp>
 #include <grove/detail/cpu.hpp>
 #include <grove/nn/detail/sgemm_blocking.hpp>
 #include <type_traits>
@@ -42,7 +49,7 @@
 // grove's one dispatch mechanism (grove/detail/cpu.hpp) decides; this kernel is for x86-64 only.
 #if GROVE_DETAIL_DISPATCH && defined(__x86_64__)
 #define GROVE_NN_SGEMM_AVX512 1
-#define GROVE_NN_TARGET_AVX512 __attribute__((target("avx512f")))
+#define GROVE_NN_TARGET_AVX512 GROVE_DETAIL_TARGET_AVX512F
 #include <immintrin.h>
 #endif
 
@@ -92,6 +99,15 @@ GROVE_NN_TARGET_AVX512 inline __mmask16 lanes(Index count) {
   return static_cast<__mmask16>((1u << count) - 1u);
 }
 
+/// x, or x rounded to bfloat16 when Round.
+template <bool Round>
+GROVE_ALWAYS_INLINE GROVE_NN_TARGET_AVX512 __m512 rounded(__m512 x) {
+  if constexpr (Round)
+    return grove::detail::round_to_bf16_avx512(x);
+  else
+    return x;
+}
+
 /// Transposes the 16 x 16 floats in r (r[i] is row i) in place: afterwards r[j] is column j.
 GROVE_NN_TARGET_AVX512 inline void transpose16(__m512 r[16]) {
   __m512 t[16];
@@ -122,8 +138,9 @@ GROVE_NN_TARGET_AVX512 inline void transpose16(__m512 r[16]) {
 }
 
 /// Packs `count` vectors that run along the inner dimension (vector r starts at src + r * ld and
-/// has kc floats) as W-wide steps: dst[p * W + r] = src[r * ld + p], zero for r in [count, W).
-template <Index W>
+/// has kc floats) as W-wide steps: dst[p * W + r] = src[r * ld + p] (rounded to bfloat16 when
+/// Round), zero for r in [count, W).
+template <Index W, bool Round = false>
 GROVE_NN_TARGET_AVX512 void pack_transposed(const float* src, Index ld, Index count, Index kc,
                                             float* dst) {
   for (Index r0 = 0; r0 < W; r0 += 16) {
@@ -142,17 +159,19 @@ GROVE_NN_TARGET_AVX512 void pack_transposed(const float* src, Index ld, Index co
         r[i] =
             i < rows ? _mm512_maskz_loadu_ps(load, src + (r0 + i) * ld + p0) : _mm512_setzero_ps();
       transpose16(r);
-      for (Index q = 0; q < steps; ++q) _mm512_mask_storeu_ps(dst + (p0 + q) * W + r0, store, r[q]);
+      for (Index q = 0; q < steps; ++q)
+        _mm512_mask_storeu_ps(dst + (p0 + q) * W + r0, store, rounded<Round>(r[q]));
     }
   }
 }
 
-/// Packs op(A)[0:mc, 0:kc] (a points at its first element) into MR-row slivers of kc steps.
-template <bool TA>
+/// Packs op(A)[0:mc, 0:kc] (a points at its first element) into MR-row slivers of kc steps,
+/// rounded to bfloat16 when Round.
+template <bool TA, bool Round = false>
 GROVE_NN_TARGET_AVX512 void pack_a(const float* a, Index lda, Index mc, Index kc, float* dst) {
   if constexpr (TA) {  // op(A)(i, p) = A[p + i * lda]: rows run along the inner dimension
     for (Index i = 0; i < mc; i += MR, dst += kc * MR)
-      pack_transposed<MR>(a + i * lda, lda, std::min(MR, mc - i), kc, dst);
+      pack_transposed<MR, Round>(a + i * lda, lda, std::min(MR, mc - i), kc, dst);
   } else {  // op(A)(i, p) = A[i + p * lda]: each step's rows are contiguous
     // Step by step, all slivers at once: the reads run down whole columns of A (which come from
     // L3 or memory, and the hardware prefetches contiguous runs best); the writes go to the
@@ -165,27 +184,45 @@ GROVE_NN_TARGET_AVX512 void pack_a(const float* a, Index lda, Index mc, Index kc
       float* d = dst + p * MR;
       for (Index i = 0; i < full; ++i, s += MR, d += kc * MR)
 #pragma GCC unroll 4
-        for (int v = 0; v < V; ++v) _mm512_storeu_ps(d + 16 * v, _mm512_loadu_ps(s + 16 * v));
+        for (int v = 0; v < V; ++v)
+          _mm512_storeu_ps(d + 16 * v, rounded<Round>(_mm512_loadu_ps(s + 16 * v)));
       if (rest > 0)
 #pragma GCC unroll 4
         for (int v = 0; v < V; ++v)
-          _mm512_storeu_ps(d + 16 * v, _mm512_maskz_loadu_ps(m[v], s + 16 * v));
+          _mm512_storeu_ps(d + 16 * v, rounded<Round>(_mm512_maskz_loadu_ps(m[v], s + 16 * v)));
     }
   }
 }
 
-/// Packs op(B)[0:kc, 0:nc] (b points at its first element) into NR-column slivers of kc steps.
-template <bool TB>
+/// Packs op(B)[0:kc, 0:nc] (b points at its first element) into NR-column slivers of kc steps,
+/// rounded to bfloat16 when Round.
+template <bool TB, bool Round = false>
 GROVE_NN_TARGET_AVX512 void pack_b(const float* b, Index ldb, Index kc, Index nc, float* dst) {
   for (Index j = 0; j < nc; j += NR, dst += kc * NR) {
     const Index cols = std::min(NR, nc - j);
     if constexpr (TB) {  // op(B)(p, j) = B[j + p * ldb]: each step's columns are contiguous
       const __mmask16 m = lanes(cols), store = lanes(NR);
       for (Index p = 0; p < kc; ++p)
-        _mm512_mask_storeu_ps(dst + p * NR, store, _mm512_maskz_loadu_ps(m, b + j + p * ldb));
+        _mm512_mask_storeu_ps(dst + p * NR, store,
+                              rounded<Round>(_mm512_maskz_loadu_ps(m, b + j + p * ldb)));
     } else {  // op(B)(p, j) = B[p + j * ldb]: columns run along the inner dimension
-      pack_transposed<NR>(b + j * ldb, ldb, cols, kc, dst);
+      pack_transposed<NR, Round>(b + j * ldb, ldb, cols, kc, dst);
     }
+  }
+}
+
+/// Copies the rows x cols column-major block at src (column stride ld) to dst (column stride
+/// rows), each element rounded to bfloat16.
+GROVE_NN_TARGET_AVX512 inline void round_copy(const float* src, Index ld, Index rows, Index cols,
+                                              float* dst) {
+  const Index full = rows / 16 * 16;
+  const __mmask16 tail = lanes(rows - full);
+  for (Index j = 0; j < cols; ++j, src += ld, dst += rows) {
+    for (Index i = 0; i < full; i += 16)
+      _mm512_storeu_ps(dst + i, rounded<true>(_mm512_loadu_ps(src + i)));
+    if (full < rows)
+      _mm512_mask_storeu_ps(dst + full, tail,
+                            rounded<true>(_mm512_maskz_loadu_ps(tail, src + full)));
   }
 }
 
@@ -270,32 +307,56 @@ GROVE_NN_TARGET_AVX512 void thin_kernel(Index kc, const float* a, const float* b
 /// and 1 at a time: op(B) is read in place, so there is no padding to multiply).
 /// Why not the general kernel: its 32-row block leaves most of each FMA unused on 10 rows (a
 /// classifier's last layer), and packing the wide operand took longer than the product itself.
-template <bool TA, bool TB>
+/// With Round, op(B) is read from a rounded copy of the slab, NC columns at a time, in packed_b: a
+/// plain copy in op(B)'s own layout (rounding each broadcast instead would cost more than its FMA),
+/// and each column's sums are the same as in place.
+template <bool TA, bool TB, bool Round = false>
 GROVE_NN_TARGET_AVX512 void gemm_thin(Index m, Index n, Index k, const float* a, Index lda,
                                       const float* b, Index ldb, float* c, Index ldc, float alpha,
-                                      bool overwrite, float* packed_a) {
+                                      bool overwrite, float* packed_a, float* packed_b) {
   const Index KC = blocks::slab_depth(k);
   const __mmask16 rows = lanes(m);
   for (Index pc = 0; pc < k; pc += KC) {
     const Index kc = std::min(KC, k - pc);
     if constexpr (TA) {
-      pack_transposed<THIN>(a + pc, lda, m, kc, packed_a);
+      pack_transposed<THIN, Round>(a + pc, lda, m, kc, packed_a);
     } else {
       for (Index p = 0; p < kc; ++p)
-        _mm512_storeu_ps(packed_a + p * THIN, _mm512_maskz_loadu_ps(rows, a + (pc + p) * lda));
+        _mm512_storeu_ps(packed_a + p * THIN,
+                         rounded<Round>(_mm512_maskz_loadu_ps(rows, a + (pc + p) * lda)));
     }
     const bool first = overwrite && pc == 0;
-    const auto run = [&](auto width, Index j) {
-      constexpr int W = decltype(width)::value;
-      thin_kernel<W, TB>(kc, packed_a, TB ? b + j + pc * ldb : b + pc + j * ldb, ldb, c + j * ldc,
-                         ldc, alpha, m, first);
+    // Columns [0, cols) of C (at cj) from op(B)'s slab at bs, whose element (p, j) is at
+    // bs[p + j * ld], or at bs[j + p * ld] when TB.
+    const auto columns = [&](const float* bs, Index ld, Index cols, float* cj) {
+      const auto run = [&](auto width, Index j) {
+        constexpr int W = decltype(width)::value;
+        thin_kernel<W, TB>(kc, packed_a, TB ? bs + j : bs + j * ld, ld, cj + j * ldc, ldc, alpha, m,
+                           first);
+      };
+      Index j = 0;
+      for (; j + NR <= cols; j += NR) run(std::integral_constant<int, NR>{}, j);
+      if (cols - j >= 8) run(std::integral_constant<int, 8>{}, j), j += 8;
+      if (cols - j >= 4) run(std::integral_constant<int, 4>{}, j), j += 4;
+      if (cols - j >= 2) run(std::integral_constant<int, 2>{}, j), j += 2;
+      if (cols - j >= 1) run(std::integral_constant<int, 1>{}, j);
     };
-    Index j = 0;
-    for (; j + NR <= n; j += NR) run(std::integral_constant<int, NR>{}, j);
-    if (n - j >= 8) run(std::integral_constant<int, 8>{}, j), j += 8;
-    if (n - j >= 4) run(std::integral_constant<int, 4>{}, j), j += 4;
-    if (n - j >= 2) run(std::integral_constant<int, 2>{}, j), j += 2;
-    if (n - j >= 1) run(std::integral_constant<int, 1>{}, j);
+    if constexpr (!Round) {
+      (void)packed_b;
+      columns(TB ? b + pc * ldb : b + pc, ldb, n, c);
+    } else {
+      const Index NC = blocks::here().nc;
+      for (Index jc = 0; jc < n; jc += NC) {
+        const Index nc = std::min(NC, n - jc);
+        if constexpr (TB) {  // kc rows of nc contiguous columns
+          round_copy(b + jc + pc * ldb, ldb, nc, kc, packed_b);
+          columns(packed_b, nc, nc, c + jc * ldc);
+        } else {  // nc columns of kc contiguous steps
+          round_copy(b + pc + jc * ldb, ldb, kc, nc, packed_b);
+          columns(packed_b, kc, nc, c + jc * ldc);
+        }
+      }
+    }
   }
 }
 
@@ -303,12 +364,13 @@ GROVE_NN_TARGET_AVX512 void gemm_thin(Index m, Index n, Index k, const float* a,
 /// not read): op(A) is m x k (a points at its first element, column stride lda, transposed
 /// storage when TA), op(B) is k x n likewise, C is m x n with column stride ldc; k > 0. packed_a
 /// and packed_b hold at least blocks::packed_a_size(m, k) and blocks::packed_b_size(n, k) floats.
-template <bool TA, bool TB>
+/// With Round, op(A) and op(B) are rounded to bfloat16 first (as they are packed or copied).
+template <bool TA, bool TB, bool Round = false>
 GROVE_NN_TARGET_AVX512 void gemm(Index m, Index n, Index k, const float* a, Index lda,
                                  const float* b, Index ldb, float* c, Index ldc, float alpha,
                                  bool overwrite, float* packed_a, float* packed_b) {
   if (m <= THIN) {
-    gemm_thin<TA, TB>(m, n, k, a, lda, b, ldb, c, ldc, alpha, overwrite, packed_a);
+    gemm_thin<TA, TB, Round>(m, n, k, a, lda, b, ldb, c, ldc, alpha, overwrite, packed_a, packed_b);
     return;
   }
   const Index KC = blocks::slab_depth(k), MC = blocks::block_height(m), NC = blocks::here().nc;
@@ -316,10 +378,10 @@ GROVE_NN_TARGET_AVX512 void gemm(Index m, Index n, Index k, const float* a, Inde
     const Index nc = std::min(NC, n - jc);
     for (Index pc = 0; pc < k; pc += KC) {
       const Index kc = std::min(KC, k - pc);
-      pack_b<TB>(TB ? b + jc + pc * ldb : b + pc + jc * ldb, ldb, kc, nc, packed_b);
+      pack_b<TB, Round>(TB ? b + jc + pc * ldb : b + pc + jc * ldb, ldb, kc, nc, packed_b);
       for (Index ic = 0; ic < m; ic += MC) {
         const Index mc = std::min(MC, m - ic);
-        pack_a<TA>(TA ? a + pc + ic * lda : a + ic + pc * lda, lda, mc, kc, packed_a);
+        pack_a<TA, Round>(TA ? a + pc + ic * lda : a + ic + pc * lda, lda, mc, kc, packed_a);
         for (Index jr = 0; jr < nc; jr += NR) {
           const Index cols = std::min(NR, nc - jr);
           const auto kernel = cols > 8   ? micro_kernel<NR>
