@@ -69,3 +69,18 @@ function(grove_check_cpp_blocks page_var sources_var skip name count_var missing
   set(${count_var} ${count} PARENT_SCOPE)
   set(${missing_var} ${missing} PARENT_SCOPE)
 endfunction()
+
+# grove_compiled_sources(SOURCE_DIR OUT_VAR): the text of every source file that is compiled and
+# may hold a docs snippet (examples/, tests/, bench/), each followed by a separator line, blanks
+# normalised, in OUT_VAR.
+function(grove_compiled_sources source_dir out_var)
+  file(GLOB sources ${source_dir}/examples/*.cpp ${source_dir}/examples/*.hpp
+       ${source_dir}/tests/*.cpp ${source_dir}/tests/*.hpp ${source_dir}/bench/*.cpp)
+  set(contents)
+  foreach(source IN LISTS sources)
+    file(READ ${source} text)
+    string(APPEND contents "${text}\n@@@\n")
+  endforeach()
+  grove_normalise_blanks(contents)
+  set(${out_var} "${contents}" PARENT_SCOPE)
+endfunction()

@@ -5,15 +5,7 @@
 cmake_minimum_required(VERSION 3.25)
 include(${CMAKE_CURRENT_LIST_DIR}/doc_blocks.cmake)
 file(READ ${SOURCE_DIR}/README.md readme)
-file(GLOB sources ${SOURCE_DIR}/examples/*.cpp ${SOURCE_DIR}/examples/*.hpp ${SOURCE_DIR}/tests/*.cpp
-     ${SOURCE_DIR}/tests/*.hpp ${SOURCE_DIR}/bench/*.cpp)
-set(contents)
-foreach(source IN LISTS sources)
-  file(READ ${source} text)
-  string(APPEND contents "${text}\n@@@\n")
-endforeach()
-
-grove_normalise_blanks(contents)
+grove_compiled_sources(${SOURCE_DIR} contents)
 grove_check_cpp_blocks(readme contents 0 README.md count missing)
 if(count EQUAL 0)
   message(FATAL_ERROR "README.md has no cpp snippets: the check would be empty")
