@@ -235,6 +235,18 @@ TEST_CASE("static fields are node data: printed, compared and hashed", "[tree][s
   CHECK(grove::tree_structure(statics::Scaled<double>{2, "m"}).str() ==
         "PyTreeDef(CustomNode(Scaled[('m',)], [*]))");
   CHECK(grove::tree_structure(statics::Tag{7}).str() == "PyTreeDef(CustomNode(Tag[(7,)], []))");
+  // Floats as Python's repr lays them out: positional for exponents -4 to 15, else scientific
+  // (found different from JAX by the differential test, oracle_trees_vs_jax_optree).
+  CHECK(grove::tree_structure(statics::Norm{true, 1e-4, {}}).str() ==
+        "PyTreeDef(CustomNode(Norm[(0.0001, True)], [[]]))");
+  CHECK(grove::tree_structure(statics::Norm{true, 1e-5, {}}).str() ==
+        "PyTreeDef(CustomNode(Norm[(1e-05, True)], [[]]))");
+  CHECK(grove::tree_structure(statics::Norm{true, 1e15, {}}).str() ==
+        "PyTreeDef(CustomNode(Norm[(1000000000000000.0, True)], [[]]))");
+  CHECK(grove::tree_structure(statics::Norm{true, 1e16, {}}).str() ==
+        "PyTreeDef(CustomNode(Norm[(1e+16, True)], [[]]))");
+  CHECK(grove::tree_structure(statics::Norm{true, -123.25, {}}).str() ==
+        "PyTreeDef(CustomNode(Norm[(-123.25, True)], [[]]))");
   CHECK(grove::tree_structure(statics::Tag{7}).num_leaves() == 0);
   // to_string shows every field, the static ones after the leaves, as a dataclass's repr does.
   CHECK(grove::to_string(a) == "Conv(w=1.5, name='conv1', stride=2)");

@@ -200,6 +200,49 @@ TEST_CASE("tree_broadcast copies prefix leaves down to the full structure", "[tr
   CHECK(std::get<1>(out).at("k") == 2.5);
 }
 
+TEST_CASE("None inside optionals, and keys as Python's repr quotes them", "[tree][none]") {
+  // Cases the differential test against JAX and optree found (oracle_trees_vs_jax_optree).
+  using Opt = std::optional<std::monostate>;
+  // An engaged optional<monostate> is None, like an empty one, everywhere.
+  const std::tuple<Opt, int> engaged{std::monostate{}, 1}, empty{std::nullopt, 2};
+  CHECK(grove::tree_structure(engaged).flatten_up_to(engaged).size() == 1);
+  const auto sum = grove::tree_map([](int a, int b) { return a + b; }, engaged, empty);
+  CHECK(std::get<1>(sum) == 3);
+  // tree_map over three trees whose first holds an optional.
+  const std::tuple<std::optional<int>, int> a{4, 1}, b{5, 2}, c{6, 3};
+  const auto three = grove::tree_map([](int x, int y, int z) { return x + y + z; }, a, b, c);
+  CHECK(*std::get<0>(three) == 15);
+  CHECK(std::get<1>(three) == 6);
+  // Control characters in keys: \r and \x01 as Python writes them.
+  const std::map<std::string, int> keys{{"cr\r", 1}, {std::string("\x01"), 2}};
+  const auto paths = grove::tree_leaves_with_path(keys);
+  CHECK(grove::keystr(paths[0].first) == "['\\x01']");
+  CHECK(grove::keystr(paths[1].first) == "['cr\\r']");
+  CHECK(grove::tree_structure(keys).str() == "PyTreeDef({'\\x01': *, 'cr\\r': *})");
+}
+
+TEST_CASE("tree_transpose keeps each position's leaf type", "[tree][transpose]") {
+  // jax.tree_util.tree_transpose's documented example, with an int and a double per pair.
+  const std::vector<std::tuple<int, double>> tree{{1, 2.5}, {3, 4.5}, {5, 6.5}};
+  const auto outer = grove::tree_structure(std::vector<int>{0, 0, 0});
+  const auto inner = grove::tree_structure(std::tuple<int, double>{});
+  const auto out = grove::tree_transpose(outer, inner, tree);
+  static_assert(
+      std::is_same_v<decltype(out), const std::tuple<std::vector<int>, std::vector<double>>>);
+  CHECK(std::get<0>(out) == std::vector<int>{1, 3, 5});
+  CHECK(std::get<1>(out) == std::vector<double>{2.5, 4.5, 6.5});
+  // No outer leaves: every column is an empty list.
+  const std::vector<std::tuple<int, double>> none;
+  const auto empty = grove::tree_transpose(grove::tree_structure(std::vector<int>{}), inner, none);
+  CHECK(std::get<0>(empty).empty());
+  CHECK(std::get<1>(empty).empty());
+  // A leaf whose type is not the one inner's C++ type gives its position is refused, not
+  // converted.
+  const auto ints = grove::tree_structure(std::tuple<int, int>{});
+  CHECK_THROWS_WITH(grove::tree_transpose(outer, ints, tree),
+                    Contains("leaf 1 of outer leaf 0 has another C++ type"));
+}
+
 TEST_CASE("tree_transpose turns a list of pairs into a pair of lists", "[tree][transpose]") {
   std::vector<std::pair<int, int>> tree{{1, 2}, {3, 4}, {5, 6}};
   auto outer = grove::tree_structure(std::vector<int>{0, 0, 0});

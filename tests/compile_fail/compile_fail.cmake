@@ -17,3 +17,6 @@ grove_compile_fail(tree_all_arrays "grove: tree_all/tree_any need leaves that co
 grove_compile_fail(ravel_mixed_scalars "grove: ravel needs every leaf to be an Eigen array or scalar of one scalar type")
 grove_compile_fail(unflatten_untyped "grove: tree_unflatten needs a TreeDef<T> that knows its C\\+\\+ type")
 grove_compile_fail(node_unlisted_field "grove: the registration of Conv lists fewer fields than Conv has.*GROVE_NODE_STATIC\\(Conv, \\(leaf fields...\\), \\(static fields...\\)\\)")
+grove_compile_fail(node_field_twice "grove: the registration of S lists the field x twice among its leaf fields: list each field once")
+grove_compile_fail(node_leaf_and_static "grove: the registration of T lists the field n both as a leaf field and as a static field: list it in one of the two")
+grove_compile_fail(node_static_twice "grove: the registration of U lists the field n twice among its static fields: list each field once")

@@ -47,21 +47,71 @@ using KeyPath = std::vector<KeyEntry>;
 
 namespace detail {
 
+// Whether Python's str.isprintable() is false for a non-ASCII code point, for the code points
+// that a key or a name may plausibly hold: the C1 controls, the no-break and other spaces (Zs),
+// the line and paragraph separators, the soft hyphen and other common format characters (Cf) and
+// the private use area. Unassigned and rarer format code points are taken as printable.
+constexpr bool python_unprintable(char32_t c) {
+  return (c >= 0x80 && c <= 0xa0) || c == 0xad || c == 0x1680 || c == 0x180e ||
+         (c >= 0x2000 && c <= 0x200f) || (c >= 0x2028 && c <= 0x202f) ||
+         (c >= 0x205f && c <= 0x2064) || (c >= 0x2066 && c <= 0x206f) || c == 0x3000 ||
+         (c >= 0xe000 && c <= 0xf8ff) || c == 0xfeff || (c >= 0xfff9 && c <= 0xfffb);
+}
+
+// Decodes the UTF-8 sequence at s[i] into c and returns its length, or 0 if it is not valid.
+inline std::size_t decode_utf8(std::string_view s, std::size_t i, char32_t& c) {
+  const auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[i + k]); };
+  const unsigned char lead = b(0);
+  const std::size_t n = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  c = lead & (0x7f >> n);
+  for (std::size_t k = 1; k < n; ++k) {
+    if ((b(k) & 0xc0) != 0x80) return 0;
+    c = (c << 6) | (b(k) & 0x3f);
+  }
+  return n;
+}
+
 inline void write_python_string(std::ostream& os, std::string_view s) {
-  // Python's repr of a str: single quotes unless the text holds a single quote and no double one.
+  // Python's repr of a str: single quotes unless the text holds a single quote and no double one;
+  // \t, \n, \r, and \xNN / \uNNNN for the other control and unprintable characters.
   const bool use_double =
       s.find('\'') != std::string_view::npos && s.find('"') == std::string_view::npos;
   const char quote = use_double ? '"' : '\'';
+  static constexpr char hex[] = "0123456789abcdef";
   os << quote;
-  for (char c : s) {
-    if (c == quote || c == '\\')
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    const auto u = static_cast<unsigned char>(c);
+    if (c == quote || c == '\\') {
       os << '\\' << c;
-    else if (c == '\n')
+    } else if (c == '\n') {
       os << "\\n";
-    else if (c == '\t')
+    } else if (c == '\t') {
       os << "\\t";
-    else
+    } else if (c == '\r') {
+      os << "\\r";
+    } else if (u < 0x20 || u == 0x7f) {
+      os << "\\x" << hex[u >> 4] << hex[u & 15];
+    } else if (u < 0x80) {
       os << c;
+    } else {
+      char32_t cp = 0;
+      const std::size_t n = decode_utf8(s, i, cp);
+      if (n == 0) {
+        os << c;  // not UTF-8: a Python str cannot hold it; the byte as it is
+      } else if (python_unprintable(cp)) {
+        if (cp <= 0xff)
+          os << "\\x";
+        else
+          os << "\\u" << hex[(cp >> 12) & 15] << hex[(cp >> 8) & 15];
+        os << hex[(cp >> 4) & 15] << hex[cp & 15];
+        i += n - 1;
+      } else {
+        os << s.substr(i, n);
+        i += n - 1;
+      }
+    }
   }
   os << quote;
 }

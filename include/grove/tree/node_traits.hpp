@@ -119,6 +119,15 @@ constexpr bool lists_every_field() {
     return true;
 }
 
+// How many of a registration's field names (a sentinel-terminated array) are `name`: the
+// compile-time check that no field is listed twice, or both as a leaf and as a static field.
+template <std::size_t N>
+constexpr std::size_t count_field_name(const std::string_view (&names)[N], std::string_view name) {
+  std::size_t n = 0;
+  for (std::size_t i = 0; i + 1 < N; ++i) n += names[i] == name ? 1 : 0;
+  return n;
+}
+
 // The standard types grove makes nodes itself. They are excluded before the ADL lookup below,
 // whose cost grows with the depth of nested template arguments (std::vector<T> names T twice,
 // through std::allocator<T>): without this, deeply nested containers compile in exponential time.
@@ -533,6 +542,20 @@ constexpr bool same_node_shape() {
 #define GROVE_DETAIL_FIELD_NAME(ctx, field) std::string_view{#field},
 #define GROVE_DETAIL_MEMBER_POINTER(Self, field) , &Self::field
 #define GROVE_DETAIL_COUNT_ONE(ctx, field) +1
+// Each listed field appears once in all: a field listed twice would be a leaf twice (and the
+// rebuilt struct would get one of its values twice while another field is lost), and a field that
+// is both a leaf and static data would be reported as both.
+#define GROVE_DETAIL_CHECK_LEAF_FIELD(Type, field)                                              \
+  static_assert(::grove::detail::count_field_name(grove_node_field_names_##Type, #field) == 1,  \
+                "grove: the registration of " #Type " lists the field " #field                  \
+                " twice among its leaf fields: list each field once");                          \
+  static_assert(::grove::detail::count_field_name(grove_node_static_names_##Type, #field) == 0, \
+                "grove: the registration of " #Type " lists the field " #field                  \
+                " both as a leaf field and as a static field: list it in one of the two");
+#define GROVE_DETAIL_CHECK_STATIC_FIELD(Type, field)                                            \
+  static_assert(::grove::detail::count_field_name(grove_node_static_names_##Type, #field) == 1, \
+                "grove: the registration of " #Type " lists the field " #field                  \
+                " twice among its static fields: list each field once");
 
 // The registration behind both macros. Field names are stored with a trailing empty sentinel, so
 // that a struct with no leaf fields (or no static ones) still has an array to point at.
@@ -544,6 +567,8 @@ constexpr bool same_node_shape() {
   inline constexpr ::grove::node_info grove_node_info_##Type{                                      \
       #Type, grove_node_field_names_##Type,  std::size(grove_node_field_names_##Type) - 1,         \
       true,  grove_node_static_names_##Type, std::size(grove_node_static_names_##Type) - 1};       \
+  GROVE_DETAIL_FOR_EACH_LIST(GROVE_DETAIL_CHECK_LEAF_FIELD, Type, data)                            \
+  GROVE_DETAIL_FOR_EACH_LIST(GROVE_DETAIL_CHECK_STATIC_FIELD, Type, statics)                       \
   template <class GroveSelf>                                                                       \
   requires(::grove::detail::same_or_instance<GroveSelf, Type>()) constexpr auto grove_node_fields( \
       ::grove::detail::type_tag<GroveSelf>) noexcept {                                             \
@@ -580,7 +605,8 @@ constexpr bool same_node_shape() {
 /// constructible with assignable fields. Every field must be listed, here or as a static field
 /// (GROVE_NODE_STATIC): for an aggregate this is checked at compile time (its fields are counted,
 /// a base class as one field, so an aggregate with a base cannot always be registered);
-/// a non-aggregate's unlisted members keep the values its default constructor gives them.
+/// a non-aggregate's unlisted members keep the values its default constructor gives them. A field
+/// listed twice, or both as a leaf and as a static field, is a compile-time error naming it.
 #define GROVE_NODE(Type, ...) GROVE_DETAIL_NODE(Type, (__VA_ARGS__), ())
 
 /// Registers a struct with leaf fields and static fields (JAX's register_dataclass with

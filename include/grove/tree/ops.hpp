@@ -12,6 +12,7 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "grove/tree/detail/flatten.hpp"
@@ -368,8 +369,10 @@ auto tree_flatten_up_to(const TreeDef<T>& def, Tree& tree) {
     if constexpr (!detail::is_node<U>) {
       detail::throw_kind_mismatch(prefix_kind(), "leaf", 1);
     } else if constexpr (detail::optional_node<U>) {
+      // An engaged optional is its value, which may itself be None (std::monostate, an empty
+      // inner optional), so a tree always has its own structure as a prefix.
       if (rec.kind == node_kind::none) {
-        if (sub.has_value()) detail::throw_none_mismatch(true, 1);
+        if (!detail::is_none_value(sub)) detail::throw_none_mismatch(true, 1);
         ++pos;
         return;
       }
@@ -416,7 +419,10 @@ auto tree_flatten_up_to(const TreeDef<T>& def, Tree& tree) {
 }
 
 /// Turns a tree with structure outer.compose(inner) into one with structure inner.compose(outer)
-/// (jax.tree_util.tree_transpose): a list of pairs becomes a pair of lists.
+/// (jax.tree_util.tree_transpose): a list of pairs becomes a pair of lists. When the leaves have
+/// several C++ types (a list of (int, double) tuples), each inner position keeps the type that
+/// inner's C++ type gives it (a tuple of a list of ints and a list of doubles), and every leaf
+/// at that position must hold that type (else tree_error).
 template <class O, class I, class Tree>
 auto tree_transpose(const TreeDef<O>& outer, const TreeDef<I>& inner, const Tree& tree) {
   const TreeDef<> expected = outer.TreeDef<>::compose(inner);
@@ -426,18 +432,50 @@ auto tree_transpose(const TreeDef<O>& outer, const TreeDef<I>& inner, const Tree
                      " is not outer.compose(inner) = " + expected.str());
   const auto leaves = tree_leaves(tree);
   const std::size_t n_outer = outer.num_leaves(), n_inner = inner.num_leaves();
+  using leaf_pointer = typename decltype(leaves)::value_type;
   // Leaf (i, j) of the input (outer leaf i, inner leaf j) becomes leaf (j, i) of the output.
-  using outer_tree =
-      decltype(tree_unflatten(outer, std::vector<std::remove_cvref_t<decltype(*leaves[0])>>{}));
-  std::vector<outer_tree> columns;
-  columns.reserve(n_inner);
-  for (std::size_t j = 0; j < n_inner; ++j) {
-    std::vector<std::remove_cvref_t<decltype(*leaves[0])>> column;
-    column.reserve(n_outer);
-    for (std::size_t i = 0; i < n_outer; ++i) column.push_back(*leaves[i * n_inner + j]);
-    columns.push_back(tree_unflatten(outer, column));
+  if constexpr (std::is_pointer_v<leaf_pointer>) {
+    using leaf = std::remove_cvref_t<std::remove_pointer_t<leaf_pointer>>;
+    using outer_tree = decltype(tree_unflatten(outer, std::vector<leaf>{}));
+    std::vector<outer_tree> columns;
+    columns.reserve(n_inner);
+    for (std::size_t j = 0; j < n_inner; ++j) {
+      std::vector<leaf> column;
+      column.reserve(n_outer);
+      for (std::size_t i = 0; i < n_outer; ++i) column.push_back(*leaves[i * n_inner + j]);
+      columns.push_back(tree_unflatten(outer, column));
+    }
+    return tree_unflatten(inner, columns);
+  } else {
+    // Leaves of several types: map over an instance of inner's C++ type (its leaves
+    // value-initialised, its static fields from the TreeDef), so that each inner position's
+    // column is an outer tree of that position's own leaf type.
+    static_assert(!std::is_void_v<I>,
+                  "grove: tree_transpose of leaves of several types needs an inner TreeDef<T> "
+                  "that knows its C++ type (from tree_structure)");
+    detail::value_initialized_leaves source;
+    std::size_t pos = 0;
+    const I shape = detail::build_tree<I>(inner, pos, source);
+    std::size_t j = 0;
+    return tree_map(
+        [&](const auto& position) {
+          using leaf = std::remove_cvref_t<decltype(position)>;
+          std::vector<leaf> column;
+          column.reserve(n_outer);
+          for (std::size_t i = 0; i < n_outer; ++i) {
+            const auto* held = std::get_if<const leaf*>(&leaves[i * n_inner + j]);
+            if (held == nullptr)
+              throw tree_error("grove::tree_transpose: leaf " + std::to_string(j) +
+                               " of outer leaf " + std::to_string(i) +
+                               " has another C++ type than the inner TreeDef's type gives that "
+                               "position; the leaves at one inner position must share its type");
+            column.push_back(**held);
+          }
+          ++j;
+          return tree_unflatten(outer, column);
+        },
+        shape);
   }
-  return tree_unflatten(inner, columns);
 }
 
 /// Broadcasts a prefix tree to the structure of `full`: every leaf of `full` gets the value of

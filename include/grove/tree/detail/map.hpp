@@ -193,9 +193,13 @@ auto map_node(const Pred& pred, F& f, const First& first, const Rest&... rest) {
       ::grove::detail::require_none(rest...);
       return Result{};
     }
-    std::size_t index = 0;
-    return Result{::grove::detail::map_tree(pred, f, *first,
-                                            ::grove::detail::unwrap_other(rest, ++index)...)};
+    // Tree i + 1 is numbered from the pack index: a counter incremented in the argument list
+    // would be indeterminately sequenced (and GCC's -Wsequence-point rejects it).
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return Result{::grove::detail::map_tree(pred, f, *first,
+                                              ::grove::detail::unwrap_other(rest, I + 1)...)};
+    }
+    (std::index_sequence_for<Rest...>{});
   } else {
     static_assert(
         (compatible_node<T, Rest>() && ...),

@@ -9,6 +9,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "grove/tree/detail/leaf_predicates.hpp"
@@ -188,12 +189,22 @@ inline std::string describe_keys(const std::vector<DictKey>& keys) {
   return os.str();
 }
 
-// Unwraps engaged optionals in the other trees where the first tree's optional is engaged.
+// Unwraps engaged optionals in the other trees where the first tree's optional is engaged. An
+// engaged std::optional<std::monostate> is None, as an empty one is: against an empty optional
+// it is matched with a std::monostate (stateless, so one instance serves every call).
 template <class T>
 decltype(auto) unwrap_other(T&& t, std::size_t index) {
   if constexpr (optional_node<std::remove_cvref_t<T>>) {
-    if (!t.has_value()) ::grove::detail::throw_none_mismatch(false, index);
-    return *std::forward<T>(t);
+    using R = decltype(*std::forward<T>(t));
+    if (!t.has_value()) {
+      if constexpr (std::is_same_v<std::remove_cvref_t<R>, std::monostate>) {
+        static std::monostate none;
+        return static_cast<R>(none);
+      } else {
+        ::grove::detail::throw_none_mismatch(false, index);
+      }
+    }
+    return static_cast<R>(*std::forward<T>(t));
   } else {
     return std::forward<T>(t);
   }
@@ -202,7 +213,7 @@ decltype(auto) unwrap_other(T&& t, std::size_t index) {
 template <class T>
 bool is_none_value(const T& t) {
   if constexpr (optional_node<T>)
-    return !t.has_value();
+    return !t.has_value() || ::grove::detail::is_none_value(*t);
   else if constexpr (is_node<T>)
     return node_traits<T>::kind == node_kind::none;
   else

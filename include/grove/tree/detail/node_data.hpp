@@ -132,12 +132,37 @@ void write_static_value(std::ostream& os, const V& v) {
     } else if (std::isinf(v)) {
       os << (v < 0 ? "-inf" : "inf");
     } else {
-      // The shortest text that reads back as the same value, as Python's repr gives it.
+      // The shortest digits that read back as the same value, laid out as Python's repr lays
+      // out a float: positional for decimal exponents -4 to 15 (0.0001, 1000000000000000.0),
+      // else scientific with a two-digit exponent at least (1e-05, 1e+16).
       char buf[64];
-      const auto r = std::to_chars(buf, buf + sizeof buf, v);
+      const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
       const std::string_view text(buf, static_cast<std::size_t>(r.ptr - buf));
-      os << text;
-      if (text.find_first_of(".e") == std::string_view::npos) os << ".0";
+      const std::size_t e_pos = text.find('e');
+      int exponent = 0;
+      std::from_chars(text.data() + e_pos + (text[e_pos + 1] == '+' ? 2 : 1),
+                      text.data() + text.size(), exponent);
+      if (exponent < -4 || exponent >= 16) {
+        os << text;
+      } else {
+        std::string_view mantissa = text.substr(0, e_pos);
+        if (mantissa.front() == '-') {
+          os << '-';
+          mantissa.remove_prefix(1);
+        }
+        std::string digits(mantissa.substr(0, 1));  // the digits without the point
+        if (mantissa.size() > 2) digits += mantissa.substr(2);
+        const auto n = static_cast<int>(digits.size());
+        if (exponent < 0) {
+          os << "0." << std::string(static_cast<std::size_t>(-exponent - 1), '0') << digits;
+        } else if (n <= exponent + 1) {
+          os << digits << std::string(static_cast<std::size_t>(exponent + 1 - n), '0') << ".0";
+        } else {
+          const auto point = static_cast<std::size_t>(exponent + 1);
+          os << std::string_view(digits).substr(0, point) << '.'
+             << std::string_view(digits).substr(point);
+        }
+      }
     }
   } else if constexpr (python_string<V>) {
     write_python_string(os, std::string_view(v));

@@ -85,10 +85,13 @@ void zip_leaves(const Pred& pred, F& f, First&& first, Rest&&... rest) {
         ::grove::detail::require_none(rest...);
         return;
       }
-      std::size_t index = 0;
-      ::grove::detail::zip_leaves(
-          pred, f, *std::forward<First>(first),
-          ::grove::detail::unwrap_other(std::forward<Rest>(rest), ++index)...);
+      // Tree i + 1 is numbered from the pack index (see map_node).
+      [&]<std::size_t... I>(std::index_sequence<I...>) {
+        ::grove::detail::zip_leaves(
+            pred, f, *std::forward<First>(first),
+            ::grove::detail::unwrap_other(std::forward<Rest>(rest), I + 1)...);
+      }
+      (std::index_sequence_for<Rest...>{});
     } else {
       static_assert(
           (compatible_node<T, std::remove_cvref_t<Rest>>() && ...),

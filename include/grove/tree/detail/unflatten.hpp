@@ -65,6 +65,17 @@ struct leaf_source {
   }
 };
 
+// A leaf source that gives every position a value-initialised leaf of its own type: an instance
+// of a TreeDef's C++ type whose leaves do not matter (tree_transpose maps over one).
+struct value_initialized_leaves {
+  std::size_t taken = 0;
+  template <class L>
+  L take() {
+    ++taken;
+    return L{};
+  }
+};
+
 template <class T, class Source>
 T build_tree(const TreeDef<>& def, std::size_t& pos, Source& src) {
   const auto& rec = def.nodes()[pos];
