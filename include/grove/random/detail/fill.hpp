@@ -54,8 +54,12 @@ void fill_normal(const Key& k, std::uint64_t n, const schedule& plan, T* out) {
 template <class T>
 void fill_truncated_normal(const Key& k, T lower, T upper, std::uint64_t n, const schedule& plan,
                            T* out) {
-  const T a = erf_of(static_cast<T>(lower / sqrt2<T>));
-  const T b = erf_of(static_cast<T>(upper / sqrt2<T>));
+  // XLA's algebraic simplifier turns JAX's lower / sqrt2 into lower * (1 / sqrt2), the reciprocal
+  // rounded to T; so does this (x / sqrt2 and x * (1 / sqrt2) differ in the last bit for some x,
+  // e.g. -1.5f, and an erf one ulp off near +-1 moves the tail values by many ulps).
+  constexpr T inv_sqrt2 = T(1) / sqrt2<T>;
+  const T a = erf_of(static_cast<T>(lower * inv_sqrt2));
+  const T b = erf_of(static_cast<T>(upper * inv_sqrt2));
   // Clipped to the open interval (lower, upper): rounding, or u == a, can land on or past a bound.
   inverse_erf_values<T> sink{out, a, static_cast<T>(b - a),
                              std::nextafter(lower, std::numeric_limits<T>::infinity()),

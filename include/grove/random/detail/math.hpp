@@ -90,6 +90,37 @@ GROVE_ALWAYS_INLINE float log_f32(float x) noexcept {
   return std::fma(kf, log_f32_ln2_hi, f + small);
 }
 
+// XLA:CPU's single-precision log, bit for bit (checked against jax 0.10.2 on 2 * 10^6 arguments,
+// and by tests/oracle/random_oracle.py's gumbel cases): Eigen's plog, which is log_f32's reduction
+// and Cephes polynomial evaluated in another order: the polynomial in three parts of three terms;
+// then, as LLVM contracts XLA's code, the last product fused with the addition of k ln2_lo; then
+// f - f^2/2, the result and k ln2_hi summed (f^2/2 and k ln2_hi are exact: fused or not, the
+// same). For positive, finite, normal x, like log_f32; no branch either. Used where XLA applies
+// log itself (gumbel); erf_inv keeps log_f32, which the AVX2 and AVX-512 kernels share.
+GROVE_ALWAYS_INLINE float xla_log_f32(float x) noexcept {
+  // The reduction of log_f32: x = 2^k * (1 + f), 1 + f in [sqrt(2)/2, sqrt(2)), the same k and f
+  // as Eigen's frexp to [0.5, 1) followed by doubling below sqrt(1/2).
+  std::uint32_t bits = std::bit_cast<std::uint32_t>(x);
+  bits += 0x3f800000u - 0x3f3504f3u;
+  const int k = static_cast<int>(bits >> 23) - 0x7f;
+  bits = (bits & 0x007fffffu) + 0x3f3504f3u;
+  const float f = std::bit_cast<float>(bits) - 1.0f;  // exact (Sterbenz)
+  const float kf = static_cast<float>(k);
+  const float f2 = f * f;
+  const float f3 = f2 * f;
+  const float(&p)[9] = log_f32_polynomial;
+  float y = std::fma(p[0], f, p[1]);
+  float y1 = std::fma(p[3], f, p[4]);
+  float y2 = std::fma(p[6], f, p[7]);
+  y = std::fma(y, f, p[2]);
+  y1 = std::fma(y1, f, p[5]);
+  y2 = std::fma(y2, f, p[8]);
+  y = std::fma(y, f3, y1);
+  y = std::fma(y, f3, y2);
+  y = std::fma(y, f3, std::fma(kf, log_f32_ln2_lo, 0.0f));  // the rounded product k ln2_lo
+  return std::fma(kf, log_f32_ln2_hi, std::fma(-0.5f, f2, f) + y);
+}
+
 // log(1 + y) for y in (-1, 0] (the range erf_inv needs), within one ulp. 1 + y is rounded to u;
 // (y - (u - 1)) / u adds back what the rounding lost (Goldberg), with u - 1 exact here. The term is
 // below half an ulp of u, so 1/u is replaced by 2 - u (exact at u = 1, and the difference stays far
@@ -264,9 +295,11 @@ GROVE_ALWAYS_INLINE void erf_inv_scaled(const double* GROVE_RESTRICT x, double* 
 }
 
 // XLA's single-precision erf: the rational interpolant x * P(x^2) / Q(x^2) that Eigen and XLA use
-// (accurate to a few ulp), and +-1 beyond erfinv(1 - 2^-23).
+// (accurate to a few ulp), and +-1 from |x| >= 3.7439211627767994 (XLA's kErfInvOneMinusHalfULP,
+// rounded to 3.7439213f), where jax 0.10.2 on XLA:CPU returns +-1 (some XLA versions switch at
+// 3.832506856900711 instead).
 inline float erf_f32(float x) noexcept {
-  constexpr float clamp = 3.832506856900711f;
+  constexpr float clamp = 3.7439211627767994f;
   if (clamp <= std::fabs(x)) return std::copysign(1.0f, x);
   const float x2 = x * x;
   float p = std::fma(x2, 0.00022905065861350646f, 0.0034082910107109506f);
@@ -287,7 +320,7 @@ inline double erf_f64(double x) noexcept {
   return std::erf(x);
 }
 inline float log_of(float x) noexcept {
-  return log_f32(x);
+  return xla_log_f32(x);
 }
 inline double log_of(double x) noexcept {
   return std::log(x);
