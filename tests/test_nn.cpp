@@ -135,6 +135,9 @@ TEST_CASE("Variance-scaling initializers follow jax.nn.initializers", "[nn][init
     CHECK_THROWS_WITH(nn::variance_scaling<float>(1.0, "fan_sideways", "normal"),
                       Contains("fan_sideways"));
     CHECK_THROWS_WITH(nn::variance_scaling<float>(1.0, "fan_in", "cauchy"), Contains("cauchy"));
+    // jax.nn.initializers.variance_scaling refuses Keras's alias (checked against JAX 0.10).
+    CHECK_THROWS_WITH(nn::variance_scaling<float>(1.0, "fan_in", "untruncated_normal"),
+                      Contains("untruncated_normal"));
     CHECK_THROWS_WITH(nn::variance_scaling<float>(-1.0, "fan_in", "normal"),
                       Contains("scale must be positive"));
   }

@@ -641,7 +641,8 @@ TEST_CASE("Dropout: flax's masks, from the layer's own key", "[nn][model][dropou
   };
   const rnd::Key k1 = rnd::key(1), k2 = rnd::key(2);
   run(k1, y);
-  // Kept elements are x / keep, the others 0; the mask is bernoulli(key, keep) in memory order.
+  // Kept elements are x * (1 / keep), the others 0; the mask is bernoulli(key, keep) in memory
+  // order.
   const auto mask = rnd::bernoulli<float>(k1, 0.7f, rows * cols);
   Eigen::Index kept = 0, mismatches = 0;
   for (Eigen::Index i = 0; i < rows * cols; ++i) {

@@ -152,13 +152,17 @@ using Distribution [[deprecated("grove: use grove::nn::InitDistribution")]] = In
 
 /// jax.nn.initializers.variance_scaling(scale, mode, distribution) for a dense layer's weight of
 /// shape (out, in), i.e. with JAX's in_axis=-1, out_axis=-2: fan_in = in = cols, fan_out = out =
-/// rows. Element (i, j) of `sample(key, rows, cols)` equals JAX's `init(key, (rows, cols),
+/// rows. Element (i, j) of `sample(key, rows, cols)` is JAX's `init(key, (rows, cols),
 /// dtype)[i, j]`, including JAX's constants: variance = scale / fan (rounded to T),
 ///   truncated_normal: truncated_normal(key, -2, 2) * (sqrt(variance) / .87962566103423978),
 ///   normal:           normal(key) * sqrt(variance),
 ///   uniform:          uniform(key, -1, 1) * sqrt(3 * variance).
-/// (JAX's own default for a 2-D shape is in_axis=-2, out_axis=-1, the layout of a flax kernel of
-/// shape (in, out); grove's weights are (out, in), as in the walk-through.)
+/// The uniform ones bit for bit; the normal and truncated normal ones within the few ulps by which
+/// grove::random's normals may differ from XLA's (docs/random.md; tests/oracle/flax_oracle.py
+/// measures them). (JAX's own default for a 2-D shape is in_axis=-2, out_axis=-1, the layout of a
+/// flax kernel of shape (in, out); grove's weights are (out, in), as in the walk-through. From the
+/// same key, flax's kernel holds the same numbers in the same flat order: w, row-major, is
+/// kernel.reshape(out, in), not kernel.T.)
 template <class T>
 struct VarianceScaling {
   double scale = 1.0;
@@ -206,8 +210,9 @@ struct VarianceScaling {
 };
 
 /// variance_scaling with JAX's string arguments: mode "fan_in" | "fan_out" | "fan_avg",
-/// distribution "truncated_normal" | "normal" | "uniform" ("untruncated_normal" is accepted as
-/// JAX's alias of "normal"). Throws std::invalid_argument for anything else.
+/// distribution "truncated_normal" | "normal" | "uniform" (jax.nn.initializers.variance_scaling's
+/// three; JAX refuses Keras's "untruncated_normal", and so does grove). Throws
+/// std::invalid_argument for anything else.
 template <class T>
 VarianceScaling<T> variance_scaling(double scale, std::string_view mode,
                                     std::string_view distribution) {
@@ -224,7 +229,7 @@ VarianceScaling<T> variance_scaling(double scale, std::string_view mode,
                  "mode must be fan_in, fan_out or fan_avg, got '" + std::string(mode) + "'");
   if (distribution == "truncated_normal")
     v.distribution = InitDistribution::truncated_normal;
-  else if (distribution == "normal" || distribution == "untruncated_normal")
+  else if (distribution == "normal")
     v.distribution = InitDistribution::normal;
   else if (distribution == "uniform")
     v.distribution = InitDistribution::uniform;

@@ -229,7 +229,9 @@ struct DenseLayer {
   Index output_features(Index) const { return out; }
   static constexpr bool shares_team = true;
 
-  /// (w_key, b_key) = split(key); w = the initializer of (w_key, (out, in)); b = 0.
+  /// (w_key, b_key) = split(key); w = the initializer of (w_key, (out, in)); b = 0. w_key is the
+  /// key nnx.Linear(in, out, rngs=nnx.Rngs(params=key)) draws its kernel from, so w holds that
+  /// kernel's numbers row by row: w = kernel.reshape(out, in), not kernel.T.
   template <class T>
   Dense<T> init(const random::Key& key) const {
     detail::require_real<T>();
@@ -466,11 +468,15 @@ inline LayerNorm layer_norm(Index features, double eps = 1e-6) {
 // ---------------------------------------------------------------------------------------
 
 /// flax.linen.Dropout: in a training pass with a key, each element is kept with probability
-/// keep = 1 - rate and then divided by keep, or set to 0; the identity in nn::apply and whenever
-/// the pass has no key. The mask is grove::random::bernoulli<float>(key, keep, features * batch)
-/// of the layer's own key (split from the step's key in layer order: see nn::sequential), element
-/// i of it for element i of the batch in memory (feature f of example j at f + j * features),
-/// which is flax's mask of a (batch, features) array in row-major order.
+/// keep = 1 - rate and then scaled by 1 / keep, or set to 0; the identity in nn::apply and
+/// whenever the pass has no key. The mask is grove::random::bernoulli<float>(key, keep, features *
+/// batch) of the layer's own key (split from the step's key in layer order: see nn::sequential),
+/// element i of it for element i of the batch in memory (feature f of example j at f + j *
+/// features), which is flax's mask of a (batch, features) array in row-major order. A kept element
+/// is x * (1 / keep), the reciprocal rounded once: flax writes x / keep, and XLA computes that
+/// division by a constant as this product, so the outputs (and the vector-Jacobian product) are
+/// flax's bit for bit. keep is rounded to float as JAX's default float32 has it, in double too;
+/// under jax_enable_x64 flax draws its mask from float64 uniforms, and the masks differ.
 struct Dropout {
   double rate = 0;
 
@@ -502,10 +508,10 @@ struct Dropout {
     detail::dropout_mask_sink<T> sink{saved.data(), keep};
     random::detail::generate<std::uint32_t>(*ctx.key, static_cast<std::uint64_t>(x.size()),
                                             random::detail::schedule{1, 0}, sink);
-    const T k = static_cast<T>(keep);
+    const T scale = T(1) / static_cast<T>(keep);  // XLA's x / keep (see the struct's comment)
     const auto m = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(saved.data(), x.size())
                        .reshaped(x.rows(), x.cols());
-    y.array() = (m > T(0)).select(x.array() / k, T(0));
+    y.array() = (m > T(0)).select(x.array() * scale, T(0));
   }
 
   template <class T>
@@ -524,10 +530,10 @@ struct Dropout {
       dx = dy;
       return;
     }
-    const T k = static_cast<T>(static_cast<float>(1.0 - rate));
+    const T scale = T(1) / static_cast<T>(static_cast<float>(1.0 - rate));
     const auto m = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(saved.data(), dy.size())
                        .reshaped(dy.rows(), dy.cols());
-    dx.array() = (m > T(0)).select(dy.array() / k, T(0));
+    dx.array() = (m > T(0)).select(dy.array() * scale, T(0));
   }
 
   template <class T>

@@ -213,10 +213,13 @@ class ScaleByAdam : public FusedTransformation<ScaleByAdam> {
     const auto& u = detail::reusable(u_in, scratch);
     auto m = detail::flat(mu).segment(at, n);
     auto v = detail::flat(nu).segment(at, n);
+    // 1 - b in double, then rounded, as optax's `(1 - decay) * g` computes it from a Python float
+    // (in float, 1 - 0.999f is 1.3e-5 away from 0.001f).
     const S b1 = S(b1_), b2 = S(b2_), eps = S(eps_), eps_root = S(eps_root_);
+    const S one_minus_b1 = S(1.0 - b1_), one_minus_b2 = S(1.0 - b2_);
     const S inv_c1 = c.inv_c1<S>(), inv_c2 = c.inv_c2<S>();
-    m = (S(1) - b1) * u + b1 * m;
-    v = (S(1) - b2) * u.square() + b2 * v;
+    m = one_minus_b1 * u + b1 * m;
+    v = one_minus_b2 * u.square() + b2 * v;
     return (m * inv_c1) / (((v * inv_c2) + eps_root).sqrt() + eps);
   }
   template <class P>
@@ -271,8 +274,8 @@ class ScaleByRms : public FusedTransformation<ScaleByRms> {
     using S = detail::scalar_of_chunk<U>;
     const auto& u = detail::reusable(u_in, scratch);
     auto v = detail::flat(nu).segment(at, u.size());
-    const S decay = S(decay_), eps = S(eps_);
-    v = (S(1) - decay) * u.square() + decay * v;
+    const S decay = S(decay_), one_minus_decay = S(1.0 - decay_), eps = S(eps_);
+    v = one_minus_decay * u.square() + decay * v;
     // Returned by value: u may be a reference to an expression of this frame's caller.
     return std::remove_cvref_t<decltype(u)>(u) / (v + eps).sqrt();
   }
@@ -371,12 +374,12 @@ class ScaleByLion : public FusedTransformation<ScaleByLion> {
     using S = detail::scalar_of_chunk<U>;
     scratch = u_in;
     auto m = detail::flat(mu).segment(at, scratch.size());
-    const S b1 = S(b1_), b2 = S(b2_);
+    const S b1 = S(b1_), b2 = S(b2_), one_minus_b1 = S(1.0 - b1_), one_minus_b2 = S(1.0 - b2_);
     for (Index i = 0; i < scratch.size(); ++i) {
       const S g = scratch[i];
-      const S x = (S(1) - b1) * g + b1 * m[i];
+      const S x = one_minus_b1 * g + b1 * m[i];
       scratch[i] = static_cast<S>((x > 0) - (x < 0));
-      m[i] = (S(1) - b2) * g + b2 * m[i];
+      m[i] = one_minus_b2 * g + b2 * m[i];
     }
     return detail::chunk_map<S>(scratch.data(), scratch.size());
   }
