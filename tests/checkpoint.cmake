@@ -88,6 +88,24 @@ else()
   message(STATUS "grove: no python3 found; the checkpoint interoperability tests are not added")
 endif()
 
+# --- a PyTorch model with LayerNorms (Debian's python3-torch) ------------------------------------
+# nn.Sequential of Linear and LayerNorm layers loaded with io::torch_sequential_names(params), and
+# grove's output against torch's forward. torch is in scripts/packages.txt, so its absence fails
+# the test instead of skipping it.
+add_executable(checkpoint_torch_layernorm checkpoint_torch_layernorm.cpp)
+target_link_libraries(checkpoint_torch_layernorm PRIVATE grove::grove grove_warnings
+                                                         nlohmann_json::nlohmann_json)
+if(TARGET grove_sanitize)
+  target_link_libraries(checkpoint_torch_layernorm PRIVATE grove_sanitize)
+endif()
+set(GROVE_TORCH_PYTHON /usr/bin/python3 CACHE FILEPATH
+    "Python 3 with PyTorch (Debian's python3-torch), for checkpoint_torch_layernorm_model")
+add_test(NAME checkpoint_torch_layernorm_model
+         COMMAND ${GROVE_TORCH_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/checkpoint_torch_layernorm.py
+                 $<TARGET_FILE:checkpoint_torch_layernorm>
+                 ${CMAKE_CURRENT_BINARY_DIR}/checkpoint_torch_layernorm_files)
+set_tests_properties(checkpoint_torch_layernorm_model PROPERTIES TIMEOUT 120)
+
 # --- the program of docs/checkpoint.md: compiled, run, and its output compared -------------------
 grove_doc_program(TARGET checkpoint_snippet TEST docs_checkpoint_program_output DOC docs/checkpoint.md
                   LIBRARIES nlohmann_json::nlohmann_json)

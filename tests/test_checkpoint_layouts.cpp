@@ -120,6 +120,102 @@ TEST_CASE("flax_dense_names maps Dense_k to grove's k-th dense layer", "[checkpo
   CHECK_FALSE(kernels("params/mykernel"));
 }
 
+TEST_CASE("the name maps built from a tree tell a LayerNorm's parameters from a Linear's",
+          "[checkpoint][layouts]") {
+  namespace nn = grove::nn;
+  const auto model =
+      nn::sequential(nn::dense(4, 3), nn::layer_norm(3, 1e-5), nn::relu, nn::dense(3, 2));
+  const auto params = nn::init<float>(model, grove::random::key(0));
+
+  const auto torch = io::torch_sequential_names(params);
+  CHECK(torch("0.weight") == "0/w");
+  CHECK(torch("0.bias") == "0/b");
+  CHECK(torch("1.weight") == "1/scale");
+  CHECK(torch("1.bias") == "1/bias");
+  CHECK(torch("3.weight") == "3/w");
+  CHECK(torch("3.bias") == "3/b");
+  CHECK(torch("2.weight") == "2/w");  // no leaf there: Linear's name, so a strict load lists it
+  CHECK(torch("1.running_mean") == "1/running_mean");
+  const auto prefixed = io::torch_sequential_names(params, "net.");
+  CHECK(prefixed("net.1.weight") == "1/scale");
+  CHECK(prefixed("head.1.weight") == "head.1.weight");
+  // Without the tree, every weight is a Linear's.
+  CHECK(io::torch_sequential_names()("1.weight") == "1/w");
+
+  const auto flax = io::flax_dense_names(params);
+  CHECK(flax("params/Dense_0/kernel") == "0/w");
+  CHECK(flax("params/Dense_0/bias") == "0/b");
+  CHECK(flax("params/LayerNorm_0/scale") == "1/scale");
+  CHECK(flax("params/LayerNorm_0/bias") == "1/bias");
+  CHECK(flax("params/Dense_1/kernel") == "3/w");
+  CHECK(flax("params/Dense_1/bias") == "3/b");
+  // flax.linen.Sequential's names: layers_K is grove's layer K.
+  CHECK(flax("params/layers_0/kernel") == "0/w");
+  CHECK(flax("params/layers_0/bias") == "0/b");
+  CHECK(flax("params/layers_1/scale") == "1/scale");
+  CHECK(flax("params/layers_1/bias") == "1/bias");
+  CHECK(flax("params/layers_3/bias") == "3/b");
+  const std::vector<std::string> kept = {"params/Dense_2/kernel",      "params/LayerNorm_1/scale",
+                                         "params/LayerNorm_0/kernel",  "params/Dense_0/scale",
+                                         "params/LayerNorm_/scale",    "params/layers_01/kernel",
+                                         "batch_stats/Dense_0/kernel", "params/LayerNormx_0/scale"};
+  for (const auto& name : kept) CHECK(flax(name) == name);
+  const auto nested = io::flax_dense_names(params, "params/MLP_0/");
+  CHECK(nested("params/MLP_0/LayerNorm_0/bias") == "1/bias");
+  CHECK(nested("params/LayerNorm_0/bias") == "params/LayerNorm_0/bias");
+  // Into nn::init_network_params' std::vector<nn::Dense>: the k-th dense layer is k.
+  const auto mlp =
+      io::flax_dense_names(nn::init_network_params<float>({4, 3, 2}, grove::random::key(0)));
+  CHECK(mlp("params/Dense_1/kernel") == "1/w");
+  CHECK(mlp("params/LayerNorm_0/scale") == "params/LayerNorm_0/scale");
+}
+
+TEST_CASE("PyTorch and Flax files with a LayerNorm load into grove's sequential params",
+          "[checkpoint][layouts]") {
+  temp_dir dir;
+  // torch.nn.Sequential(nn.Linear(4, 3), nn.LayerNorm(3), nn.ReLU(), nn.Linear(3, 2)).state_dict()
+  write_safetensors(dir / "torch_norm.safetensors",
+                    {f32("0.weight", {3, 4}, 1), f32("0.bias", {3}, 2), f32("1.weight", {3}, 5),
+                     f32("1.bias", {3}, 6), f32("3.weight", {2, 3}, 3), f32("3.bias", {2}, 4)});
+  // The same network as a compact Flax module, in the file's own order.
+  write_safetensors(
+      dir / "flax_norm.safetensors",
+      {f32("params/LayerNorm_0/bias", {3}, 6), f32("params/Dense_1/kernel", {3, 2}, 3),
+       f32("params/Dense_0/bias", {3}, 2), f32("params/LayerNorm_0/scale", {3}, 5),
+       f32("params/Dense_0/kernel", {4, 3}, 1), f32("params/Dense_1/bias", {2}, 4)});
+  // docs/checkpoint.md, "Norm layers":
+  namespace nn = grove::nn;
+  // PyTorch: nn.Sequential(nn.Linear(4, 3), nn.LayerNorm(3), nn.ReLU(), nn.Linear(3, 2)) names
+  // the norm's parameters "1.weight" and "1.bias"; a compact Flax module of Dense, LayerNorm, relu
+  // and Dense names them "params/LayerNorm_0/scale" and "params/LayerNorm_0/bias".
+  const auto normed =
+      nn::sequential(nn::dense(4, 3), nn::layer_norm(3, 1e-5), nn::relu, nn::dense(3, 2));
+  auto p = nn::init<float>(normed, grove::random::key(0));
+  grove::io::load_into(dir / "torch_norm.safetensors", p,
+                       {.rename = grove::io::torch_sequential_names(p)});
+  // "1.weight" -> "1/scale" (p has a leaf 1/scale and no 1/w), "3.weight" -> "3/w"
+  auto q = nn::init<float>(normed, grove::random::key(1));
+  grove::io::load_into(
+      dir / "flax_norm.safetensors", q,
+      {.rename = grove::io::flax_dense_names(q), .transpose = grove::io::flax_kernels()});
+  // "params/LayerNorm_0/scale" -> "1/scale", "params/Dense_1/kernel" -> "3/w", transposed
+  for (const bool transposed : {false, true}) {
+    const auto& loaded = transposed ? q : p;
+    check_matrix(std::get<0>(loaded).w, 1, transposed);
+    check_vector(std::get<0>(loaded).b, 2);
+    check_vector(std::get<1>(loaded).scale, 5);
+    check_vector(std::get<1>(loaded).bias, 6);
+    check_matrix(std::get<3>(loaded).w, 3, transposed);
+    check_vector(std::get<3>(loaded).b, 4);
+  }
+
+  // Without the tree, torch's "1.weight" is taken for a Linear's: a strict load names it.
+  auto r = nn::init<float>(normed, grove::random::key(2));
+  CHECK_THROWS_WITH(
+      io::load_into(dir / "torch_norm.safetensors", r, {.rename = io::torch_sequential_names()}),
+      Catch::Matchers::Contains("1.weight"));
+}
+
 TEST_CASE("load_options::transpose loads named 2-D tensors transposed, checked before any change",
           "[checkpoint][layouts]") {
   temp_dir dir;
