@@ -11,8 +11,23 @@ cd "$(dirname "$0")/.."
 scripts/ensure-packages.sh $(grep -v '^#' scripts/packages.txt)
 jobs=$(nproc)
 
+# The tests against the real JAX stack (tests/oracle/) need its Python packages, from the Python
+# Package Index; GROVE_OFFLINE=1 leaves them out, and says so at the start and at the end.
+oracle_python=
+skipped_oracles() {
+  echo "== grove: SKIPPED (GROVE_OFFLINE=1): the tests against the real jax, optax, flax, optree" \
+       "and safetensors (tests/oracle/)"
+}
+if [ "${GROVE_OFFLINE:-0}" = 1 ]; then
+  skipped_oracles
+else
+  echo "== grove: the test oracles' Python environment (build/oracle-venv)"
+  oracle_python=$(scripts/oracle-env.sh build/oracle-venv)
+fi
+
 echo "== grove: release build + tests"
-cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" -DGROVE_WERROR=ON -DGROVE_BUILD_BENCHMARKS=OFF >/dev/null
+cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" -DGROVE_WERROR=ON -DGROVE_BUILD_BENCHMARKS=OFF \
+  -DGROVE_ORACLE_PYTHON="$oracle_python" >/dev/null
 cmake --build build/release -j "$jobs"
 ctest --test-dir build/release --output-on-failure -j "$jobs"
 
@@ -22,3 +37,6 @@ cmake -S . -B build/sanitize -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-
 cmake --build build/sanitize -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build/sanitize --output-on-failure -j "$jobs" -LE build
+if [ "${GROVE_OFFLINE:-0}" = 1 ]; then
+  skipped_oracles
+fi
