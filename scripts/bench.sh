@@ -5,7 +5,8 @@
 # step vs its bare GEMMs and vs PyTorch, the pytree allreduce vs a bare MPI_Allreduce (2 ranks),
 # bf16 mixed precision: the step's products in bf16 and f32, grove's vs oneDNN's matmul (oneDNN
 # capped at AVX512_CORE_BF16), the vdpbf16ps and f32 FMA peaks, PyTorch's autocast step vs its
-# f32 step.
+# f32 step; the MLP step and the main job in JAX (jax.jit, optax; the test oracles' pinned
+# environment, scripts/oracle-env.sh, left out with GROVE_OFFLINE=1).
 # Installs what is missing (scripts/packages.txt), builds the benchmarks (Release, build/bench),
 # keeps the benchmarks' JSON and writes the tables as CSV (one file per family).
 #
@@ -66,7 +67,7 @@ py=/usr/bin/python3  # Debian's, which has python3-torch and python3-matplotlib
 if [ -z "$build" ]; then
   build=build/bench
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DGROVE_BUILD_TESTS=OFF \
-    -DGROVE_BUILD_EXAMPLES=OFF -DGROVE_BUILD_BENCHMARKS=ON >/dev/null
+    -DGROVE_BUILD_EXAMPLES=ON -DGROVE_BUILD_BENCHMARKS=ON >/dev/null
 else
   cmake -S . -B "$build" -DGROVE_BUILD_BENCHMARKS=ON >/dev/null
 fi
@@ -77,6 +78,12 @@ fi
 # bench_precision exists where configuring found oneDNN (bench/precision.cmake); its package is
 # in scripts/packages.txt, so only a build directory configured without it lacks it.
 targets=(bench_tree bench_random bench_nn bench_parallel)
+# The main job against JAX's runs train_mlp (an example; only that one is built).
+main_job=0
+if grep -q '^GROVE_BUILD_EXAMPLES:BOOL=ON' "$build/CMakeCache.txt"; then
+  targets+=(train_mlp)
+  main_job=1
+fi
 precision=0
 if grep -q '^GROVE_DNNL_LIBRARY:FILEPATH=/' "$build/CMakeCache.txt"; then
   targets+=(bench_precision)
@@ -87,7 +94,7 @@ cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 bin=$build/bench
 out=${out:-$build/bench-results}
 mkdir -p "$out/logs"
-rm -f "$out"/{tree,tree_torch,random,nn,nn_torch,parallel,precision,precision_torch}.json \
+rm -f "$out"/{tree,tree_torch,random,nn,nn_torch,nn_jax,main_jax,parallel,precision,precision_torch}.json \
   "$out"/parallel.rank*.json
 
 echo "== $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -108,6 +115,7 @@ if [ $quick = 1 ]; then
   torch_args=(--batches 128 --threads 1 --rounds 1 --seconds 0.2)
   precision_args=(--benchmark_min_time=0.05
     '--benchmark_filter=^precision_(products/[a-z0-9_]+/batch:128/threads:1|peak/.*)$')
+  main_job_args=(--epochs 1)
 else
   gb tree bench_tree
   py_seconds=(--seconds 0.5)
@@ -117,6 +125,7 @@ else
   # Repetitions in random order, the fastest counting (bench_report.py): a shared machine's
   # changing load then weighs on grove's and oneDNN's products alike.
   precision_args=(--benchmark_repetitions=3 --benchmark_enable_random_interleaving=true)
+  main_job_args=()
 fi
 # oneDNN picks the widest instruction set the CPU has (AMX's tiles where present); capped at
 # AVX512_CORE_BF16 it runs bf16 on the same vector units as grove's kernels and vdpbf16ps's peak.
@@ -135,6 +144,23 @@ $py bench/torch_step.py --bench "$bin/bench_nn" --out "$out/nn_torch.json" "${to
 echo "== precision_torch: bench/torch_step.py --autocast (PyTorch's f32 and autocast bf16 steps)"
 ONEDNN_MAX_CPU_ISA=$onednn_cap $py bench/torch_step.py --autocast \
   --out "$out/precision_torch.json" "${torch_args[@]}"
+
+# JAX: the step (jax.jit of value_and_grad + optax) and the main job's epochs, in the pinned
+# environment of the test oracles (built here when missing, as scripts/test.sh builds it).
+if [ "${GROVE_OFFLINE:-0}" = 1 ]; then
+  echo "== nn_jax, main_jax: SKIPPED (GROVE_OFFLINE=1: no JAX environment)"
+else
+  jax_py=$(scripts/oracle-env.sh build/oracle-venv)
+  echo "== nn_jax: bench/jax_step.py (JAX in a fresh process per thread budget)"
+  $jax_py bench/jax_step.py --bench "$bin/bench_nn" --out "$out/nn_jax.json" "${torch_args[@]}"
+  if [ $main_job = 1 ]; then
+    echo "== main_jax: bench/main_job_jax.py ${main_job_args[*]} (train_mlp's defaults against JAX)"
+    $jax_py bench/main_job_jax.py --train-mlp "$build/examples/train_mlp" \
+      --out "$out/main_jax.json" "${main_job_args[@]}"
+  else
+    echo "== main_jax: skipped ($build was configured without the examples: no train_mlp)"
+  fi
+fi
 
 # The allreduce needs two MPI ranks; Open MPI wants --oversubscribe for more ranks than cores
 # and, as root, --allow-run-as-root (as the tests' mpirun does).

@@ -15,6 +15,8 @@ report says so):
                                                step_precision and apply_precision: bf16 vs f32
                                                (in the precision family)
   nn_torch.json    bench/torch_step.py         the MLP step vs PyTorch's, and the BLAS it loaded
+  nn_jax.json      bench/jax_step.py           the MLP step vs JAX's (jax.jit, optax, XLA:CPU)
+  main_jax.json    bench/main_job_jax.py       the main job's epochs vs the same training in JAX
   parallel.json    bench_parallel, rank 0 of   the pytree allreduce vs a bare MPI_Allreduce
                    mpirun -np 2
   precision.json   bench_precision             the MLP step's 8 products in bf16 and f32, grove
@@ -191,6 +193,30 @@ def mlp_rows(results, notes):
     if not optimised:
         notes.append("mlp: ratios against PyTorch refused: it runs on the " + blas["kind"] +
                      " BLAS, where its products are an order of magnitude slower")
+    return rows
+
+
+def jax_rows(results, notes):
+    """The step and the main job against JAX's (XLA:CPU), when they were timed."""
+    rows = []
+    step = load(results, "nn_jax.json")
+    if step is None:
+        notes.append("mlp: no nn_jax.json (JAX's step was not timed)")
+    else:
+        notes.append(f"mlp: JAX {step.get('jax', '?')} (jaxlib {step.get('jaxlib', '?')}, "
+                     f"optax {step.get('optax', '?')}) on XLA:CPU")
+        for r in step["rows"]:
+            rows.append(row("mlp", f"sgd_fused, batch {r['batch']}, {r['threads']} thread(s)",
+                            r["grove_ms"], "JAX", r["jax_ms"], "ms", r["grove_ms"] / r["jax_ms"],
+                            "jax.jit of value_and_grad + optax.sgd"))
+    job = load(results, "main_jax.json")
+    if job is None:
+        notes.append("mlp: no main_jax.json (the main job was not run against JAX)")
+    else:
+        rows.append(row("mlp", f"main job, {job['epochs']} epoch(s), all cores", job["grove_s"],
+                        "JAX", job["jax_s"], "s", job["grove_s"] / job["jax_s"],
+                        f"accuracy: grove {job['grove'][-1]['accuracy']:.4f}, "
+                        f"JAX {job['jax'][-1]['accuracy']:.4f}"))
     return rows
 
 
@@ -426,7 +452,7 @@ def main():
         pyplot(PROGRAM)  # before any table: a missing matplotlib fails first
     notes = []
     families = {"tree": tree_rows(args.results, notes), "random": random_rows(args.results, notes),
-                "mlp": mlp_rows(args.results, notes),
+                "mlp": mlp_rows(args.results, notes) + jax_rows(args.results, notes),
                 "allreduce": allreduce_rows(args.results, notes),
                 "precision": precision_rows(args.results, notes)}
     for note in notes:

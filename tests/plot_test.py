@@ -203,6 +203,10 @@ def bench_fixture(results, blas_kind):
                     kernel="Zen", config="OpenBLAS 0.3.21 DYNAMIC_ARCH")
     docs["nn_torch.json"] = {"torch": "1.13", "blas": blas, "rows": [
         {"batch": 128, "threads": 2, "grove_ms": 3.0, "torch_ms": 4.0, "torch_setting": "torch 2 + BLAS 1 threads"}]}
+    docs["nn_jax.json"] = {"jax": "0.10.2", "jaxlib": "0.10.2", "optax": "0.2.8", "rows": [
+        {"batch": 128, "threads": 2, "grove_ms": 3.0, "jax_ms": 5.0, "rounds": 3}]}
+    docs["main_jax.json"] = {"epochs": 15, "grove": [{"seconds": 9.0, "accuracy": 0.9024}],
+                             "jax": [{"seconds": 10.0, "accuracy": 0.8990}], "grove_s": 9.0, "jax_s": 10.0}
     for name, doc in docs.items():
         with open(os.path.join(results, name), "w") as f:
             json.dump(doc, f)
@@ -239,8 +243,11 @@ def case_bench(work):
     check(close(rnd["ratio"], 0.25) and close(rnd["grove"], 25.0) and close(rnd["baseline_value"], 100.0),
           f"random: {rnd}")
     mlp = read_csv(os.path.join(results, "mlp.csv"))
-    check(len(mlp) == 2 and close(mlp[0]["ratio"], 1.1) and close(mlp[0]["baseline_value"], 5.0), f"mlp: {mlp}")
+    check(len(mlp) == 4 and close(mlp[0]["ratio"], 1.1) and close(mlp[0]["baseline_value"], 5.0), f"mlp: {mlp}")
     check(close(mlp[1]["ratio"], 0.75) and mlp[1]["baseline"] == "PyTorch", f"mlp vs torch: {mlp}")
+    check(close(mlp[2]["ratio"], 0.6) and mlp[2]["baseline"] == "JAX", f"mlp vs JAX: {mlp}")
+    check(close(mlp[3]["ratio"], 0.9) and mlp[3]["unit"] == "s" and "0.9024" in mlp[3]["note"],
+          f"the main job vs JAX: {mlp}")
     (ar,) = read_csv(os.path.join(results, "allreduce.csv"))
     check(close(ar["ratio"], 1.05), f"allreduce: {ar}")
     check("OpenBLAS, kernel Zen" in out, f"the BLAS is not printed:\n{out}")
