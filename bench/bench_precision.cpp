@@ -28,7 +28,8 @@
 //                             benchmark is skipped with a message that says so
 //
 // ONEDNN_MAX_CPU_ISA (read by oneDNN, printed here) caps the instruction set oneDNN may use:
-// scripts/bench.sh sets AVX512_CORE_BF16, so that on a CPU with AMX oneDNN's bf16 products run on
+// scripts/bench.sh leaves it unset, since grove's bf16 products run on AMX where the CPU has it;
+// AVX512_CORE_BF16 (for comparisons on the vector units alone) makes oneDNN's bf16 products run on
 // the same vector units as grove's rather than on the tile unit.
 //
 //   build/bench/bench/bench_precision --benchmark_filter='batch:128/threads:1|peak'

@@ -4,7 +4,7 @@
 # hand-written loop and vs torch.utils._pytree, random numbers vs the standard library, the MLP
 # step vs its bare GEMMs and vs PyTorch, the pytree allreduce vs a bare MPI_Allreduce (2 ranks),
 # bf16 mixed precision: the step's products in bf16 and f32, grove's vs oneDNN's matmul (oneDNN
-# capped at AVX512_CORE_BF16), the vdpbf16ps and f32 FMA peaks, PyTorch's autocast step vs its
+# on the widest instruction set it has, AMX included), the vdpbf16ps and f32 FMA peaks, PyTorch's autocast step vs its
 # f32 step; the MLP step and the main job in JAX (jax.jit, optax; the test oracles' pinned
 # environment, scripts/oracle-env.sh, left out with GROVE_OFFLINE=1).
 # Installs what is missing (scripts/packages.txt), builds the benchmarks (Release, build/bench),
@@ -127,13 +127,11 @@ else
   precision_args=(--benchmark_repetitions=3 --benchmark_enable_random_interleaving=true)
   main_job_args=()
 fi
-# oneDNN picks the widest instruction set the CPU has (AMX's tiles where present); capped at
-# AVX512_CORE_BF16 it runs bf16 on the same vector units as grove's kernels and vdpbf16ps's peak.
-# The same cap holds for the oneDNN inside PyTorch's autocast step. It changes nothing on a CPU
-# without AMX, and is set for these two commands only.
-onednn_cap=AVX512_CORE_BF16
+# oneDNN picks the widest instruction set the CPU has (AMX's tiles where present), as grove's bf16
+# products do (its AMX kernel), and so does the oneDNN inside PyTorch's autocast step. A caller's
+# ONEDNN_MAX_CPU_ISA (AVX512_CORE_BF16 keeps oneDNN off the tiles) is passed on as it is.
 if [ $precision = 1 ]; then
-  ONEDNN_MAX_CPU_ISA=$onednn_cap gb precision bench_precision "${precision_args[@]}"
+  gb precision bench_precision "${precision_args[@]}"
 else
   echo "== precision: bench_precision skipped ($build was configured without oneDNN: libdnnl-dev)"
 fi
@@ -142,7 +140,7 @@ $py bench/pytree_torch.py --out "$out/tree_torch.json" "${py_seconds[@]}"
 echo "== nn_torch: bench/torch_step.py (PyTorch in a fresh process per thread setting)"
 $py bench/torch_step.py --bench "$bin/bench_nn" --out "$out/nn_torch.json" "${torch_args[@]}"
 echo "== precision_torch: bench/torch_step.py --autocast (PyTorch's f32 and autocast bf16 steps)"
-ONEDNN_MAX_CPU_ISA=$onednn_cap $py bench/torch_step.py --autocast \
+$py bench/torch_step.py --autocast \
   --out "$out/precision_torch.json" "${torch_args[@]}"
 
 # JAX: the step (jax.jit of value_and_grad + optax) and the main job's epochs, in the pinned

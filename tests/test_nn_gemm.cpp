@@ -362,6 +362,20 @@ std::vector<Shape> bf16_edge_shapes() {
   return shapes;
 }
 
+// Shapes around the AMX kernel's tiles (16 rows, 16 columns, 32 steps), its 32 x 32 blocks and
+// its blocking (slabs of whole tiles), with odd inner dimensions.
+std::vector<Shape> amx_edge_shapes() {
+  const auto& b = d::amx::blocks::here();
+  const Index kc = d::amx::blocks::slab_depth(1 << 20), mc = b.mc;
+  std::vector<Shape> shapes = {{1, 1, 1},     {1, 1, 2},    {10, 33, 31},  {16, 16, 32},
+                               {16, 17, 33},  {17, 16, 64}, {31, 31, 65},  {32, 32, 95},
+                               {33, 33, 96},  {48, 47, 3},  {64, 64, 130}, {10, 100, 512},
+                               {100, 10, 10}, {65, 97, 33}, {512, 40, 10}, {40, 512, 11}};
+  for (const Index k : {kc - 1, kc, kc + 1, 2 * kc + 33}) shapes.push_back({33, 18, k});
+  for (const Index m : {mc - 1, mc + 1}) shapes.push_back({m, 17, 40});
+  return shapes;
+}
+
 // Products of at most 16 rows (which gemm_slice gives Eigen's kernel on CPUs with AVX2 and not
 // AVX-512), with odd and even inner dimensions.
 const std::vector<Shape> kThinShapes = {{1, 1, 1},    {3, 7, 2},     {10, 128, 512}, {10, 29, 45},
@@ -730,19 +744,31 @@ TEST_CASE("Which kernel computes the bf16 products", "[nn][gemm][bf16]") {
     WARN(
         "this CPU has no AVX512-BF16 (vdpbf16ps): the native bf16 kernel cannot run here; its "
         "blocking and packing are tested with vdpbf16ps emulated");
+  // AMX where this process may use the tiles, else vdpbf16ps on AMD, else rounded inputs.
+  if (!d::amx::available())
+    WARN("grove's AMX kernel does not run here: " << d::amx::unavailable_reason());
+  CHECK(d::uses_amx_kernel() == d::amx::available());
+  if (d::uses_amx_kernel())
+    CHECK(d::bf16_kernel_name() == std::string("grove's AMX kernel (tdpbf16ps)"));
   CHECK(d::uses_native_bf16_kernel() ==
-        (cpu.avx512_bf16 && cpu.vendor == grove::detail::cpu_vendor::amd));
+        (cpu.avx512_bf16 && !d::uses_amx_kernel() && cpu.vendor == grove::detail::cpu_vendor::amd));
   if (cpu.avx2_fma && !cpu.avx512f)
     CHECK(d::bf16_kernel_name() == std::string("grove's AVX2 kernel, inputs rounded to bf16"));
-  if (cpu.avx512f && !d::uses_native_bf16_kernel())
+  if (cpu.avx512f && !d::uses_native_bf16_kernel() && !d::uses_amx_kernel())
     CHECK(d::bf16_kernel_name() == std::string("grove's AVX-512 kernel, inputs rounded to bf16"));
   {
     const KernelChoice choice(d::Bf16Kernel::native);
     CHECK(d::uses_native_bf16_kernel() == cpu.avx512_bf16);
+    CHECK(!d::uses_amx_kernel());
+  }
+  {
+    const KernelChoice choice(d::Bf16Kernel::amx);
+    CHECK(d::uses_amx_kernel() == d::amx::available());
   }
   {
     const KernelChoice choice(d::Bf16Kernel::rounded);
     CHECK(!d::uses_native_bf16_kernel());
+    CHECK(!d::uses_amx_kernel());
   }
   {
     const KernelChoice choice(d::Bf16Kernel::native, true);
@@ -755,6 +781,12 @@ TEST_CASE("Which kernel computes the bf16 products", "[nn][gemm][bf16]") {
     CHECK(!d::uses_native_bf16_kernel());
     CHECK(d::bf16_kernel_name() ==
           std::string("grove's AVX512-BF16 kernel, vdpbf16ps emulated in scalar code"));
+  }
+  {
+    const KernelChoice choice(d::Bf16Kernel::amx_emulated);
+    CHECK(!d::uses_amx_kernel());
+    CHECK(d::bf16_kernel_name() ==
+          std::string("grove's AMX kernel, tdpbf16ps emulated in scalar code"));
   }
   CHECK(d::bf16_kernel_override() == d::Bf16Kernel::automatic);
 }
@@ -883,9 +915,117 @@ TEST_CASE("bf16 products of the native AVX512-BF16 kernel", "[nn][gemm][bf16]") 
 #endif
 }
 
+TEST_CASE("bf16 products of the AMX kernel with tdpbf16ps emulated against a double product",
+          "[nn][gemm][bf16][amx]") {
+  // The AMX driver and scalar packing on every CPU: tiles' and blocks' edges, thin products, odd
+  // and short inner dimensions, the slices of 1, 2 and 3 threads, and the room reserve() makes.
+  const KernelChoice choice(d::Bf16Kernel::amx_emulated);
+  INFO("bf16 products: " << d::bf16_kernel_name());
+  check_all(amx_edge_shapes(), d::Precision::bf16);
+}
+
+TEST_CASE("bf16 products of the native AMX kernel", "[nn][gemm][bf16][amx]") {
+  if (!d::amx::available()) {
+    WARN("grove's AMX kernel is not run here: "
+         << d::amx::unavailable_reason()
+         << " (its blocking and packing are, with tdpbf16ps emulated)");
+    const KernelChoice choice(d::Bf16Kernel::amx);
+    CHECK(!d::uses_amx_kernel());
+    return;
+  }
+#if defined(GROVE_NN_SGEMM_AMX)
+  const KernelChoice choice(d::Bf16Kernel::amx);
+  REQUIRE(d::uses_amx_kernel());
+  check_all(amx_edge_shapes(), d::Precision::bf16);
+  check_all(kEdgeShapes, d::Precision::bf16);
+  check_all(kThinShapes, d::Precision::bf16);
+  // The vector packing writes the scalar packing's words, padding included.
+  std::uint32_t seed = 500;
+  for (const Shape& s : amx_edge_shapes()) {
+    if (s.k > 4096) continue;
+    INFO("m=" << s.m << " n=" << s.n << " k=" << s.k);
+    const Index kc = std::min(s.k, d::amx::blocks::slab_depth(s.k)),
+                kc2p = d::amx::blocks::packed_pairs(kc);
+    const Index mc = std::min(s.m, d::amx::blocks::block_height(s.m));
+    const Index nc = std::min(s.n, d::amx::blocks::here().nc);
+    const Operands ops = operands<false, false>({s.m, s.n, s.k}, seed++);
+    const Operands opt = operands<true, true>({s.m, s.n, s.k}, seed++);
+    const auto words_a = [&](auto pack, const MatF& a) {
+      std::vector<std::uint32_t> w(
+          static_cast<std::size_t>(d::amx::blocks::packed_a_size(s.m, s.k)), 7u);
+      pack(a.data(), a.rows(), mc, kc, kc2p, w.data());
+      return w;
+    };
+    const auto words_b = [&](auto pack, const MatF& b) {
+      std::vector<std::uint32_t> w(
+          static_cast<std::size_t>(d::amx::blocks::packed_b_size(s.n, s.k)), 7u);
+      pack(b.data(), b.rows(), kc, nc, kc2p, w.data());
+      return w;
+    };
+    using scalar = d::amx::scalar_packing;
+    using vector = d::amx::vector_packing;
+    CHECK(words_a(scalar::a<false>, ops.a_store) == words_a(vector::a<false>, ops.a_store));
+    CHECK(words_a(scalar::a<true>, opt.a_store) == words_a(vector::a<true>, opt.a_store));
+    CHECK(words_b(scalar::b<false>, ops.b_store) == words_b(vector::b<false>, ops.b_store));
+    CHECK(words_b(scalar::b<true>, opt.b_store) == words_b(vector::b<true>, opt.b_store));
+  }
+  // tdpbf16ps against its emulation (the manual's order, one rounding per product): the results
+  // above had to meet the float bound; here a difference in bits is counted and reported, not
+  // failed (the hardware sums a tile row's products in an order of its own: on a Xeon with AMX
+  // the emulation's bits matched about a third of the results), and NaNs must land in the same
+  // places.
+  std::uint32_t seed2 = 900;
+  int shapes = 0, differ = 0;
+  for (const Shape& s : amx_edge_shapes()) {
+    if (s.m * s.n * s.k > 2'000'000) continue;
+    INFO("m=" << s.m << " n=" << s.n << " k=" << s.k);
+    const Operands ops = operands<false, false>(s, seed2++);
+    MatF native, emulated;
+    {
+      const KernelChoice use(d::Bf16Kernel::amx);
+      native = sliced_product<false, false>(s, ops, 1, d::Into::add, d::Precision::bf16);
+    }
+    {
+      const KernelChoice use(d::Bf16Kernel::amx_emulated);
+      emulated = sliced_product<false, false>(s, ops, 1, d::Into::add, d::Precision::bf16);
+    }
+    ++shapes;
+    differ += first_difference(native, emulated) >= 0 ? 1 : 0;
+    CHECK(native.array().isNaN().matrix() == emulated.array().isNaN().matrix());
+  }
+  if (differ > 0)
+    WARN("tdpbf16ps and its emulation differ in bits in " << differ << " of " << shapes
+                                                          << " products");
+#endif
+}
+
+TEST_CASE("bf16 products when the operating system refuses the AMX tile state",
+          "[nn][gemm][bf16][amx]") {
+#if defined(GROVE_NN_SGEMM_AMX)
+  // As if arch_prctl(ARCH_REQ_XCOMP_PERM) had failed: the next bf16 path runs, and says why.
+  struct Refused {
+    Refused() { d::amx::refuse_tiles_for_testing() = true; }
+    ~Refused() { d::amx::refuse_tiles_for_testing() = false; }
+  };
+  const Refused refused;
+  CHECK(!d::amx::available());
+  CHECK(!d::uses_amx_kernel());
+  CHECK(std::string(d::amx::unavailable_reason()).find("refused") != std::string::npos);
+  CHECK(std::string(d::bf16_kernel_name()).find("AMX") == std::string::npos);
+  INFO("bf16 products: " << d::bf16_kernel_name());
+  check_all(kThinShapes, d::Precision::bf16);
+  check_all(amx_edge_shapes(), d::Precision::bf16);
+#else
+  WARN("this build has no AMX kernel: " << d::amx::unavailable_reason());
+  CHECK(!d::uses_amx_kernel());
+#endif
+}
+
 TEST_CASE("bf16 products equal float products of inputs rounded beforehand bit for bit",
           "[nn][gemm][bf16]") {
-  SECTION("the kernel this CPU runs") {
+  SECTION("the float kernel this CPU runs, on rounded inputs") {
+    // The native kernels (AMX, AVX512-BF16) sum pairs of steps: not the float product's bits.
+    const KernelChoice choice(d::Bf16Kernel::rounded);
     INFO("bf16 products: " << d::bf16_kernel_name());
     check_same_bits_all(kEdgeShapes);
     check_same_bits_all(kThinShapes);
@@ -900,6 +1040,11 @@ TEST_CASE("bf16 products equal float products of inputs rounded beforehand bit f
     const KernelChoice choice(d::Bf16Kernel::emulated);
     check_rounding_idempotent<false, false>(bf16_edge_shapes());
     check_rounding_idempotent<true, true>(bf16_edge_shapes());
+  }
+  SECTION("the AMX kernel, tdpbf16ps emulated: its packing rounds as round_to_bf16 does") {
+    const KernelChoice choice(d::Bf16Kernel::amx_emulated);
+    check_rounding_idempotent<false, false>(amx_edge_shapes());
+    check_rounding_idempotent<true, true>(amx_edge_shapes());
   }
 #if defined(GROVE_NN_SGEMM_AVX2)
   SECTION("grove's AVX2 kernel called directly, thin products included") {
@@ -965,6 +1110,19 @@ TEST_CASE("bf16 products with NaN or infinity among the inputs or an empty inner
     const KernelChoice choice(d::Bf16Kernel::emulated);
     check_specials_all(d::Precision::bf16);
     check_empty_inner(d::Precision::bf16);
+  }
+  SECTION("the AMX kernel, tdpbf16ps emulated") {
+    const KernelChoice choice(d::Bf16Kernel::amx_emulated);
+    check_specials_all(d::Precision::bf16);
+    check_empty_inner(d::Precision::bf16);
+  }
+  SECTION("the native AMX kernel") {
+    if (d::amx::available()) {
+      const KernelChoice choice(d::Bf16Kernel::amx);
+      REQUIRE(d::uses_amx_kernel());
+      check_specials_all(d::Precision::bf16);
+      check_empty_inner(d::Precision::bf16);
+    }
   }
 #if defined(GROVE_NN_SGEMM_AVX512BF16)
   SECTION("the native AVX512-BF16 kernel") {

@@ -105,11 +105,12 @@ inline const char* bf16_kernel_name() {
   return detail::bf16_kernel_name();
 }
 
-/// Whether this CPU multiplies bfloat16 in hardware under bf16 compute (AVX512-BF16's
-/// vdpbf16ps), rather than rounding the inputs and multiplying them on its float32 units. Either
-/// way the products' inputs are the same rounded values; the sums differ only in their order.
+/// Whether this CPU multiplies bfloat16 in hardware under bf16 compute (AMX's tdpbf16ps or
+/// AVX512-BF16's vdpbf16ps), rather than rounding the inputs and multiplying them on its float32
+/// units. Either way the products' inputs are the same rounded values; the sums differ only in
+/// their order.
 inline bool bf16_in_hardware() {
-  return detail::uses_native_bf16_kernel();
+  return detail::uses_amx_kernel() || detail::uses_native_bf16_kernel();
 }
 
 namespace detail {

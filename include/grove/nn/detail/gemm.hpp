@@ -28,22 +28,27 @@
 // bits) and the products summed in float; C, alpha and the sums are never rounded. Float products
 // only: the layers refuse bf16 compute with double parameters before any product. Which kernel:
 //
-//   * on a CPU with AVX512-BF16 made by AMD (Zen 4 and later), detail/sgemm_avx512bf16.hpp, whose
+//   * on a CPU with AMX-BF16 (Intel's Xeons from Sapphire Rapids on) whose operating system grants
+//     the process the tile state, detail/sgemm_amx.hpp: tdpbf16ps multiplies 16 x 32 bf16 tiles,
+//     many times the float FMA's multiply-adds per cycle;
+//   * else on a CPU with AVX512-BF16 made by AMD (Zen 4 and later), detail/sgemm_avx512bf16.hpp,
+//   whose
 //     vdpbf16ps multiplies pairs of bf16: AMD runs it at the rate of a float FMA, so it does twice
 //     the multiply-adds in the same time;
 //   * on Intel's CPUs with AVX512-BF16, whose vdpbf16ps runs at half the rate of their float FMA
 //     (so it is no faster per multiply-add, and its pairs cost packing work), and on every other
-//     CPU with AVX-512F, the AVX-512 float kernel, rounding the inputs as it packs them (AMX, on
-//     Intel's server cores, would be the native unit there; grove does not use it yet);
+//     CPU with AVX-512F, the AVX-512 float kernel, rounding the inputs as it packs them (this is
+//     also where an AMX CPU goes when its tile state is refused);
 //   * on CPUs with AVX2 and FMA3 but not AVX-512F, the AVX2 float kernel, rounding as it packs
 //     (slices of at most 16 rows: see avx2::suits_bf16);
 //   * everywhere else, and whatever computes the float product instead of grove's kernels (Eigen's
 //     kernel, BLAS, the public product, force_eigen_kernel()): that float product, of copies of the
 //     slice's operands rounded into the workspace.
-// So every path but the native one computes, bit for bit, its float product of the rounded
-// operands; the native kernel sums pairs of steps, and reads subnormal bf16 values as zero.
+// So every path but the two native ones (AMX, AVX512-BF16) computes, bit for bit, its float
+// product of the rounded operands; the native kernels sum pairs of steps, and read subnormal bf16
+// values as zero.
 // bf16_kernel_override() chooses among them at run time (benchmarks; tests run the native
-// kernel's blocking and packing with vdpbf16ps emulated on every CPU).
+// kernels' blocking and packing with tdpbf16ps and vdpbf16ps emulated on every CPU).
 //
 // With EIGEN_USE_BLAS (grove's CMake option GROVE_USE_BLAS) a product is one ?gemm call on the
 // calling thread, and the BLAS library threads it.
@@ -77,6 +82,7 @@
 #include <grove/detail/bf16.hpp>
 #include <grove/detail/cpu.hpp>
 #include <grove/detail/threads.hpp>
+#include <grove/nn/detail/sgemm_amx.hpp>
 #include <grove/nn/detail/sgemm_avx2.hpp>
 #include <grove/nn/detail/sgemm_avx512.hpp>
 #include <grove/nn/detail/sgemm_avx512bf16.hpp>
@@ -125,15 +131,25 @@ bool uses_avx2_kernel() {
 
 /// Which kernel computes float products under Precision::bf16: `automatic`, the rules at the top
 /// of this file; `native`, the AVX512-BF16 kernel wherever the CPU has AVX512-BF16, Intel's too
-/// (elsewhere the rules); `rounded`, the float kernel that this CPU runs, on rounded inputs (never
-/// vdpbf16ps); `emulated`, the AVX512-BF16 kernel's blocking and packing with vdpbf16ps emulated
-/// in scalar code, on any CPU and in any build (slow: for tests).
-enum class Bf16Kernel { automatic, native, rounded, emulated };
+/// (elsewhere the rules, AMX aside); `amx`, the AMX kernel wherever it may run (elsewhere the
+/// rules); `rounded`, the float kernel that this CPU runs, on rounded inputs (neither vdpbf16ps
+/// nor tiles); `emulated` and `amx_emulated`, the AVX512-BF16 and the AMX kernel's blocking and
+/// packing with vdpbf16ps or tdpbf16ps emulated in scalar code, on any CPU and in any build (slow:
+/// for tests).
+enum class Bf16Kernel { automatic, native, rounded, emulated, amx, amx_emulated };
 
 /// The run-time choice of the bf16 kernel: set it only while no product runs.
 inline Bf16Kernel& bf16_kernel_override() noexcept {
   static Bf16Kernel kernel = Bf16Kernel::automatic;
   return kernel;
+}
+
+/// Whether float products under Precision::bf16 run grove's AMX kernel, tdpbf16ps (in this
+/// process: the CPU has AMX-BF16 and the operating system granted the tile state).
+inline bool uses_amx_kernel() {
+  if (force_eigen_kernel() || !amx::available()) return false;
+  const Bf16Kernel k = bf16_kernel_override();
+  return k == Bf16Kernel::automatic || k == Bf16Kernel::amx;
 }
 
 /// Whether float products under Precision::bf16 run grove's AVX512-BF16 kernel, vdpbf16ps (on
@@ -145,7 +161,9 @@ inline bool uses_native_bf16_kernel() {
     case Bf16Kernel::native:
       return true;
     case Bf16Kernel::automatic:
-      return ::grove::detail::this_cpu().vendor == ::grove::detail::cpu_vendor::amd;
+    case Bf16Kernel::amx:
+      return !uses_amx_kernel() &&
+             ::grove::detail::this_cpu().vendor == ::grove::detail::cpu_vendor::amd;
     default:
       return false;
   }
@@ -172,6 +190,9 @@ const char* kernel_name() {
 inline const char* bf16_kernel_name() {
   if (bf16_kernel_override() == Bf16Kernel::emulated)
     return "grove's AVX512-BF16 kernel, vdpbf16ps emulated in scalar code";
+  if (bf16_kernel_override() == Bf16Kernel::amx_emulated)
+    return "grove's AMX kernel, tdpbf16ps emulated in scalar code";
+  if (uses_amx_kernel()) return "grove's AMX kernel (tdpbf16ps)";
   if (uses_native_bf16_kernel()) return "grove's AVX512-BF16 kernel";
   if (uses_avx512_kernel<float>()) return "grove's AVX-512 kernel, inputs rounded to bf16";
   if (uses_avx2_kernel<float>()) return "grove's AVX2 kernel, inputs rounded to bf16";
@@ -259,8 +280,10 @@ class GemmScratch
         // that the other paths multiply. The copies are reserved whichever path this CPU takes,
         // since force_eigen_kernel() and bf16_kernel_override() change it at run time; where no
         // product uses them, their pages are never touched (and so never take memory).
-        a = std::max(a, avx512bf16::blocks::packed_a_size(m, k));
-        bb = std::max(bb, avx512bf16::blocks::packed_b_size(n, k));
+        a = std::max(
+            {a, avx512bf16::blocks::packed_a_size(m, k), amx::blocks::packed_a_size(m, k)});
+        bb = std::max(
+            {bb, avx512bf16::blocks::packed_b_size(n, k), amx::blocks::packed_b_size(n, k)});
         if (m * k > rounded_a_.size()) rounded_a_.resize(m * k);
         if (k * n > rounded_b_.size()) rounded_b_.resize(k * n);
       }
@@ -395,6 +418,23 @@ void gemm_slice(const Slice& s, View<const T> a, View<const T> b, View<T> c, T a
   }
   const bool bf16 = precision == Precision::bf16;
   if constexpr (std::is_same_v<T, float>) {
+    if (bf16 && (uses_amx_kernel() || bf16_kernel_override() == Bf16Kernel::amx_emulated)) {
+      eigen_assert(amx::blocks::packed_a_size(m, k) <= scratch.packed_a_size() &&
+                   amx::blocks::packed_b_size(n, k) <= scratch.packed_b_size() &&
+                   "grove: GemmScratch::reserve was not called for this bf16 product");
+      auto* const wa = reinterpret_cast<std::uint32_t*>(scratch.packed_a());
+      auto* const wb = reinterpret_cast<std::uint32_t*>(scratch.packed_b());
+#if defined(GROVE_NN_SGEMM_AMX)
+      if (uses_amx_kernel()) {
+        amx::gemm<TA, TB>(m, n, k, pa, lda, pb, ldb, pc, c.ld, alpha, into == Into::overwrite, wa,
+                          wb);
+        return;
+      }
+#endif
+      amx::gemm_emulated<TA, TB>(m, n, k, pa, lda, pb, ldb, pc, c.ld, alpha,
+                                 into == Into::overwrite, wa, wb);
+      return;
+    }
     if (bf16 && (uses_native_bf16_kernel() || bf16_kernel_override() == Bf16Kernel::emulated)) {
       eigen_assert(avx512bf16::blocks::packed_a_size(m, k) <= scratch.packed_a_size() &&
                    avx512bf16::blocks::packed_b_size(n, k) <= scratch.packed_b_size() &&
