@@ -20,6 +20,7 @@
 #include <catch2/catch.hpp>
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -583,6 +584,29 @@ TEST_CASE("The kernels' blocking follows the cache sizes", "[nn][gemm]") {
     full.reserve(40, 700, 3 * kc + 1);
     CHECK(full.rounded_a_size() == 0);
     CHECK(full.rounded_b_size() == 0);
+  }
+  SECTION("AMX, and packed buffers that start on a cache line") {
+    // Slabs are whole tiles (32 steps) deep, at most twice the float kernels' kc for two bytes.
+    const Index kc = d::amx::blocks::slab_depth(1 << 20);
+    CHECK(kc % 32 == 0);
+    CHECK(kc <= std::max<Index>(2 * d::amx::blocks::here().kc, 32) + 31);
+    CHECK(d::amx::blocks::slab_depth(1) == 32);
+    CHECK(d::amx::blocks::packed_pairs(33) == 32);
+    for (const auto& [m, n, k] :
+         {std::tuple<Index, Index, Index>{10, 700, 3 * kc + 1}, {1, 1, 1}, {513, 33, 100}}) {
+      INFO("m=" << m << " n=" << n << " k=" << k);
+      d::GemmScratch<float> scratch;
+      scratch.reserve(m, n, k, d::Precision::bf16);
+      CHECK(scratch.packed_a_size() >= d::amx::blocks::packed_a_size(m, k));
+      CHECK(scratch.packed_b_size() >= d::amx::blocks::packed_b_size(n, k));
+      // Every kernel's loads of packed operands (and AMX's tile rows) are then whole lines.
+      CHECK(reinterpret_cast<std::uintptr_t>(scratch.packed_a()) % 64 == 0);
+      CHECK(reinterpret_cast<std::uintptr_t>(scratch.packed_b()) % 64 == 0);
+      d::GemmScratch<double> wide;
+      wide.reserve(m, n, k);
+      CHECK(reinterpret_cast<std::uintptr_t>(wide.packed_a()) % 64 == 0);
+      CHECK(wide.packed_a_size() >= 1);
+    }
   }
 }
 

@@ -18,19 +18,23 @@
 // slab depth of whole 16-pair steps.
 //
 // The micro-kernel keeps a 32 x 32 block of C in four float tiles, with two tiles of each operand
-// (all eight registers), runs the slab's depth, stores the tiles to a buffer on the stack and adds
-// them to C with AVX-512 (alpha, masked lanes at the edges): the 10-row classifier layer and other
-// blocks of at most 16 rows or columns use half or a quarter of the tiles.
+// (all eight registers), and runs the slab's depth. A whole block with alpha 1 (every product of
+// grove's passes) is loaded from C into the tiles and stored back, a tile row being a stretch of
+// one column of C; the other blocks are stored to a buffer on the stack and added to C with
+// AVX-512 (alpha, masked lanes at the edges). The 10-row classifier layer and other blocks of at
+// most 16 rows or columns use half or a quarter of the tiles.
 //
 // The blocking is the float kernels' (sgemm_blocking.hpp) for elements of two bytes, with slabs
-// twice as deep, of a multiple of 32 steps (blocks::slab_depth). The packed buffers start on a
-// 64-byte boundary, so that each tile row is one cache line.
+// twice as deep, of a multiple of 32 steps (blocks::slab_depth). GemmScratch's packing buffers
+// start on a 64-byte boundary, so that each tile row is one cache line.
 //
 // tdpbf16ps reads subnormal bf16 inputs as zero and flushes subnormal results to zero, like
-// vdpbf16ps, and sums a pair's two products before adding them to the accumulator; the emulated
-// micro-kernel below computes what the instruction set manual describes (each product added with
-// one rounding), for tests on CPUs without AMX. As for the AVX512-BF16 kernel, a given product
-// gives the same bits on every run.
+// vdpbf16ps. The emulated micro-kernel below computes what the instruction set manual describes
+// (each product added with one rounding, the low halves' first), for tests on CPUs without AMX;
+// the hardware sums in a way of its own (on the Xeon measured, neither one rounding per product,
+// in either order, nor one per pair, nor one for the whole sum matched its bits), so the two
+// agree to the float bound, not bit for bit. As for the AVX512-BF16 kernel, a given product gives
+// the same bits on every run.
 #pragma once
 
 #include <algorithm>
@@ -75,25 +79,16 @@ struct blocks {
   static Index block_height(Index m) { return base::block_height(m); }
   /// Pairs of steps a slab of depth kc occupies in the packed buffers (whole tiles).
   static Index packed_pairs(Index kc) { return round_up(ceil_div(kc, 2), TILE); }
-  /// 32-bit words of packing buffer an m x n x k product needs for op(A) and op(B), with room
-  /// to start the packed words on a 64-byte boundary (see aligned()).
+  /// 32-bit words of packing buffer an m x n x k product needs for op(A) and op(B).
   static Index packed_a_size(Index m, Index k) {
     if (m <= 0 || k <= 0) return 0;
-    return packed_pairs(std::min(k, slab_depth(k))) * round_up(block_height(m), MR) + TILE;
+    return packed_pairs(std::min(k, slab_depth(k))) * round_up(block_height(m), MR);
   }
   static Index packed_b_size(Index n, Index k) {
     if (n <= 0 || k <= 0) return 0;
-    return packed_pairs(std::min(k, slab_depth(k))) * round_up(std::min(n, here().nc), NR) + TILE;
+    return packed_pairs(std::min(k, slab_depth(k))) * round_up(std::min(n, here().nc), NR);
   }
 };
-
-/// The first 64-byte boundary in a packing buffer (within its first 16 words): each row of a tile
-/// is then one cache line, where a row across two lines made the tile loads (and the products of
-/// the MLP's step) up to 1.7 times slower.
-inline std::uint32_t* aligned(std::uint32_t* p) noexcept {
-  const auto at = reinterpret_cast<std::uintptr_t>(p);
-  return p + (((at + 63) & ~std::uintptr_t{63}) - at) / sizeof(std::uint32_t);
-}
 
 /// Packs op(A)[0:mc, 0:kc] into MR-row slivers of kc2p pairs of steps (the AVX512-BF16 kernel's
 /// layout, zero beyond kc and beyond mc), sliver after sliver.
@@ -183,8 +178,6 @@ void gemm_with(Index m, Index n, Index k, const float* a, Index lda, const float
                float* c, Index ldc, float alpha, bool overwrite, std::uint32_t* packed_a,
                std::uint32_t* packed_b) {
   const Index KC = blocks::slab_depth(k), MC = blocks::block_height(m), NC = blocks::here().nc;
-  packed_a = aligned(packed_a);
-  packed_b = aligned(packed_b);
   for (Index jc = 0; jc < n; jc += NC) {
     const Index nc = std::min(NC, n - jc);
     for (Index pc = 0; pc < k; pc += KC) {
