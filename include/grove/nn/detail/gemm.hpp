@@ -31,8 +31,7 @@
 //   * on a CPU with AMX-BF16 (Intel's Xeons from Sapphire Rapids on) whose operating system grants
 //     the process the tile state, detail/sgemm_amx.hpp: tdpbf16ps multiplies 16 x 32 bf16 tiles,
 //     many times the float FMA's multiply-adds per cycle;
-//   * else on a CPU with AVX512-BF16 made by AMD (Zen 4 and later), detail/sgemm_avx512bf16.hpp,
-//   whose
+//   * else on a CPU with AVX512-BF16 made by AMD (Zen 4 and later), sgemm_avx512bf16.hpp, whose
 //     vdpbf16ps multiplies pairs of bf16: AMD runs it at the rate of a float FMA, so it does twice
 //     the multiply-adds in the same time;
 //   * on Intel's CPUs with AVX512-BF16, whose vdpbf16ps runs at half the rate of their float FMA
@@ -296,7 +295,8 @@ class GemmScratch
   /// Points the kernel at the buffers for an m x n x k product (which reserve() made room for).
   void use(Index m, Index n, Index k) {
     const Blocking b = blocking_for<T>(m, n, k);
-    eigen_assert(b.kc * std::min(m, b.mc) <= a_.size() && b.kc * std::min(n, b.nc) <= b_.size() &&
+    eigen_assert(b.kc * std::min(m, b.mc) <= packed_a_size() &&
+                 b.kc * std::min(n, b.nc) <= packed_b_size() &&
                  "grove: GemmScratch::reserve was not called for this product");
     this->m_kc = b.kc;
     this->m_mc = b.mc;

@@ -38,6 +38,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <grove/detail/cpu.hpp>
