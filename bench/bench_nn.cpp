@@ -21,15 +21,6 @@
 // both are timed in the same iterations, a shared machine's load weighs on both alike. The
 // counter `step/GEMMs` is their ratio (target: at most 1.15).
 //
-// The composable API against the engine as it was before it (the headers of grove::nn at the
-// commit before the composable models, compiled into this binary as grove::old_nn by
-// bench/nn.cmake), in the same iterations, alternating which goes first:
-//
-//   sequential/sgd   nn::train_step(nn::sequential(dense, swish, dense, swish, dense), ...,
-//                    nn::sgd) against the old sgd_step; counter new/old
-//   sequential/adam  the same with adam, against the old value_and_grad_into + adam's step
-//   apply_one        nn::apply of the sequential model to one example against the old predict
-//
 // the same adam step beside another busy process, for how a loaded machine degrades:
 //
 //   step_loaded      nn::train_step with adam at 1 and 2 threads in alternation (each iteration
@@ -78,12 +69,6 @@
 #endif
 #if defined(GROVE_USE_OPENBLAS)
 extern "C" void openblas_set_num_threads(int);
-#endif
-
-#if defined(GROVE_BENCH_BASELINE)
-#include <grove/old_nn/backprop.hpp>
-#include <grove/old_nn/optim.hpp>
-#include <grove/old_nn/predict.hpp>
 #endif
 
 namespace nn = grove::nn;
@@ -477,100 +462,6 @@ void products(benchmark::State& state) {
   g_products[batch] = rows;
 }
 
-// --- the composable API -----------------------------------------------------------------------
-
-#if defined(GROVE_BENCH_BASELINE)
-namespace old = grove::old_nn;
-
-std::vector<old::Dense<float>> old_params(const std::vector<nn::Dense<float>>& layers) {
-  std::vector<old::Dense<float>> out;
-  for (const auto& l : layers) out.push_back(old::Dense<float>{l.w, l.b});
-  return out;
-}
-
-// Times old_step and new_step in the same iterations (alternating which runs first); the
-// benchmark's time is the new one's, the counter new/old their ratio.
-template <class Old, class New>
-void new_vs_old(benchmark::State& state, Old&& old_step, New&& new_step) {
-  double old_seconds = 0, new_seconds = 0;
-  bool old_first = true;
-  for (auto _ : state) {
-    auto time = [](auto&& f) {
-      const auto t0 = clock_type::now();
-      f();
-      return std::chrono::duration<double>(clock_type::now() - t0).count();
-    };
-    double o, n;
-    if (old_first) {
-      o = time(old_step);
-      n = time(new_step);
-    } else {
-      n = time(new_step);
-      o = time(old_step);
-    }
-    old_first = !old_first;
-    state.SetIterationTime(n);
-    old_seconds += o;
-    new_seconds += n;
-  }
-  const double iterations = static_cast<double>(state.iterations());
-  state.counters["old_ms"] = 1e3 * old_seconds / iterations;
-  state.counters["new/old"] = new_seconds / old_seconds;
-}
-
-void sequential_sgd(benchmark::State& state) {
-  set_threads(static_cast<int>(state.range(1)));
-  Problem p(state.range(0));
-  auto a = old_params(p.params);
-  auto b = classic_params(p.params);
-  old::Workspace<float> ows;
-  const auto opt = nn::sgd(kLr);
-  auto st = opt.init(b);
-  nn::StepWorkspace<ClassicParams> ws;
-  new_vs_old(
-      state, [&] { benchmark::DoNotOptimize(old::sgd_step(a, p.X, p.y, kLr, ows)); },
-      [&] {
-        benchmark::DoNotOptimize(
-            nn::train_step(kClassic, b, p.X, p.y, nn::softmax_cross_entropy, opt, st, ws));
-      });
-}
-
-void sequential_adam(benchmark::State& state) {
-  set_threads(static_cast<int>(state.range(1)));
-  Problem p(state.range(0));
-  auto a = old_params(p.params);
-  auto b = classic_params(p.params);
-  old::Workspace<float> ows;
-  std::vector<old::Dense<float>> grads;
-  const auto old_opt = old::adam(kLr);
-  auto old_state = old_opt.init(a);
-  const auto opt = nn::adam(kLr);
-  auto st = opt.init(b);
-  nn::StepWorkspace<ClassicParams> ws;
-  new_vs_old(
-      state,
-      [&] {
-        benchmark::DoNotOptimize(old::value_and_grad_into(a, p.X, p.y, grads, ows));
-        old_opt.step(a, grads, old_state);
-      },
-      [&] {
-        benchmark::DoNotOptimize(
-            nn::train_step(kClassic, b, p.X, p.y, nn::softmax_cross_entropy, opt, st, ws));
-      });
-}
-
-void apply_one(benchmark::State& state) {
-  set_threads(1);
-  Problem p(1);
-  const auto a = old_params(p.params);
-  const auto b = classic_params(p.params);
-  const Eigen::VectorXf x = p.X.col(0);
-  new_vs_old(
-      state, [&] { benchmark::DoNotOptimize(old::predict(a, x)); },
-      [&] { benchmark::DoNotOptimize(nn::apply(kClassic, b, x)); });
-}
-#endif
-
 // Models beyond the classic MLP, trained with plain SGD through nn::train_step.
 template <class Model, class Targets, class Loss>
 void model_step(benchmark::State& state, const Model& model, const Targets& targets,
@@ -696,11 +587,6 @@ BENCHMARK(step_loaded)
     ->Unit(benchmark::kMillisecond)
     ->MinTime(1.0)
     ->UseManualTime();
-#if defined(GROVE_BENCH_BASELINE)
-BENCHMARK(sequential_sgd)->Apply(args)->UseManualTime();
-BENCHMARK(sequential_adam)->Apply(args)->UseManualTime();
-BENCHMARK(apply_one)->Unit(benchmark::kMicrosecond)->MinTime(1.0)->UseManualTime();
-#endif
 BENCHMARK(products)
     ->Arg(128)
     ->Arg(1024)
@@ -737,10 +623,6 @@ class Collector : public benchmark::ConsoleReporter {
       if (auto it = r.counters.find("2T/1T"); it != r.counters.end()) {
         row.ratio = it->second.value;
         row.gemms_ms = r.counters.find("1T_ms")->second.value;
-      }
-      if (auto it = r.counters.find("new/old"); it != r.counters.end()) {
-        row.ratio = it->second.value;
-        row.gemms_ms = r.counters.find("old_ms")->second.value;
       }
       const auto old = rows.find(key);
       if (old == rows.end() || row.ms < old->second.ms) rows[key] = row;
@@ -835,26 +717,6 @@ int main(int argc, char** argv) {
       row(batch, "all " + std::to_string(rows.size()), "", flops, grove_s, eigen_s);
     }
   }
-#if defined(GROVE_BENCH_BASELINE)
-  std::printf("\nThe composable API against the engine before it (same iterations):\n");
-  std::printf("%-6s %-8s %-16s %9s %9s %9s\n", "batch", "threads", "step", "new ms", "old ms",
-              "new/old");
-  for (long batch : {128, 1024})
-    for (long threads : {1, 2})
-      for (const char* kind : {"sequential_sgd", "sequential_adam"}) {
-        const auto it = collector.rows.find(std::string(kind) + "/batch:" + std::to_string(batch) +
-                                            "/threads:" + std::to_string(threads));
-        if (it == collector.rows.end()) continue;
-        std::printf("%-6ld %-8ld %-16s %9.3f %9.3f %9.3f\n", batch, threads, kind, it->second.ms,
-                    it->second.gemms_ms, it->second.ratio);
-      }
-  if (const auto it = collector.rows.find("apply_one/"); it != collector.rows.end())
-    std::printf("apply one example: new %.2f us, old predict %.2f us, new/old %.3f\n",
-                it->second.ms, 1e3 * it->second.gemms_ms, it->second.ratio);
-#else
-  std::printf(
-      "\n(no baseline: bench/nn.cmake found no git checkout with the old engine's commit)\n");
-#endif
   benchmark::Shutdown();
   return 0;
 }
