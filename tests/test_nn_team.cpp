@@ -9,9 +9,12 @@
 #include <catch2/catch.hpp>
 #include <grove/nn.hpp>
 #include <grove/optim.hpp>
+#include <mutex>
+#include <set>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <variant>
 #include <vector>
@@ -367,3 +370,43 @@ TEST_CASE("A team layer that throws on one thread or on both: the caller gets th
       nn::value_and_grad_into(first(Throwing{}), first_params, X, Y, nn::mse, g2, fresh_first_ws));
   CHECK(flat(g1) == flat(g2));
 }
+
+#if defined(_OPENMP)
+TEST_CASE("Initialising large weights follows the program's thread setting",
+          "[nn][threads][random]") {
+  // A program run with --threads 1 (train_mlp: omp_set_num_threads and Eigen::setNbThreads)
+  // draws its initial weights on one thread too, as random's automatic thread count follows
+  // the setting that grove's passes follow.
+  namespace rd = grove::random::detail;
+  const int before_omp = omp_get_max_threads();
+  const int before_eigen = Eigen::nbThreads();
+  auto threads_used = [] {
+    std::mutex mutex;
+    std::set<std::thread::id> ids;
+    rd::parallel_chunks(rd::automatic_threading_threshold, rd::schedule{0, 0},
+                        [&](std::uint64_t, std::uint64_t) {
+                          const std::lock_guard<std::mutex> lock(mutex);
+                          ids.insert(std::this_thread::get_id());
+                        });
+    return ids.size();
+  };
+  omp_set_num_threads(1);
+  CHECK(grove::detail::requested_threads() == 1);
+  CHECK(threads_used() == 1);
+  omp_set_num_threads(2);
+  Eigen::setNbThreads(1);
+  CHECK(grove::detail::requested_threads() == 1);
+  CHECK(threads_used() == 1);
+  Eigen::setNbThreads(2);
+  CHECK(grove::detail::requested_threads() == 2);
+  CHECK(threads_used() <= 2);
+  // The weights are the same bits whatever the count.
+  const auto model = grove::nn::sequential(grove::nn::dense(784, 512), grove::nn::relu);
+  const auto two = grove::nn::init<float>(model, grove::random::key(3));
+  omp_set_num_threads(1);
+  const auto one = grove::nn::init<float>(model, grove::random::key(3));
+  CHECK(std::get<0>(one).w == std::get<0>(two).w);
+  omp_set_num_threads(before_omp);
+  Eigen::setNbThreads(before_eigen);
+}
+#endif

@@ -6,8 +6,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "grove/random.hpp"
@@ -78,6 +84,89 @@ TEST_CASE("determinism: thread counts and chunk sizes do not change a bit",
       CHECK(everything(k, n, opt) == reference);
     }
   }
+}
+
+namespace {
+
+// The threads that parallel_chunks ran a request's chunks on.
+std::size_t threads_used(std::uint64_t units, const gr::thread_options& opt) {
+  std::mutex mutex;
+  std::set<std::thread::id> ids;
+  detail::parallel_chunks(units, detail::schedule{opt.threads, 0},
+                          [&](std::uint64_t, std::uint64_t) {
+                            const std::lock_guard<std::mutex> lock(mutex);
+                            ids.insert(std::this_thread::get_id());
+                          });
+  return ids.size();
+}
+
+// Sets an environment variable for a scope, and restores it.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value) {
+      ::setenv(name, value, 1);
+    } else {
+      ::unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      ::setenv(name_, old_->c_str(), 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+}  // namespace
+
+TEST_CASE("threads: an automatic thread count follows the program's setting", "[random][threads]") {
+  // This suite is built without OpenMP: OMP_NUM_THREADS is then the program's setting (with
+  // OpenMP, omp_set_num_threads and Eigen::setNbThreads are; test_nn_model checks those).
+  const std::uint64_t large = detail::automatic_threading_threshold;
+  const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
+  {
+    const ScopedEnv env("OMP_NUM_THREADS", "1");
+    CHECK(grove::detail::requested_threads() == 1);
+    CHECK(threads_used(large, gr::thread_options{0}) == 1);
+    // An explicit count is the caller's own.
+    CHECK(threads_used(large, gr::thread_options{2}) <= 2);
+  }
+  {
+    const ScopedEnv env("OMP_NUM_THREADS", "3");
+    CHECK(grove::detail::requested_threads() == 3);
+    CHECK(threads_used(large, gr::thread_options{0}) <= 3);
+  }
+  {
+    const ScopedEnv env("OMP_NUM_THREADS", " 4,2");
+    CHECK(grove::detail::requested_threads() == 4);
+  }
+  for (const char* unreadable : {"", "0", "-2", "two", "3x"}) {
+    INFO("OMP_NUM_THREADS='" << unreadable << "'");
+    const ScopedEnv env("OMP_NUM_THREADS", unreadable);
+    CHECK(grove::detail::requested_threads() == static_cast<int>(hardware));
+  }
+  {
+    const ScopedEnv env("OMP_NUM_THREADS", nullptr);
+    CHECK(grove::detail::requested_threads() == static_cast<int>(hardware));
+    // Small requests stay on the calling thread whatever the setting.
+    CHECK(threads_used(large - 1, gr::thread_options{0}) == 1);
+  }
+  // The numbers never depend on it.
+  const gr::Key k = gr::key(5);
+  const gr::Index n = static_cast<gr::Index>(large) + 3;
+  const ScopedEnv one("OMP_NUM_THREADS", "1");
+  const auto single = gr::normal(k, n);
+  const ScopedEnv two("OMP_NUM_THREADS", "2");
+  CHECK(digest(gr::normal(k, n)) == digest(single));
 }
 
 TEST_CASE("determinism: digests recorded from a -O3 -march=native build", "[random][determinism]") {

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "grove/detail/spin.hpp"
+#include "grove/detail/thread_count.hpp"
 #include "grove/detail/thread_limits.hpp"
 #include "grove/error.hpp"
 
@@ -38,21 +39,12 @@ namespace grove::detail {
 
 using Index = Eigen::Index;
 
-/// Whether the calling thread is running a team's body (as its thread 0 or as a worker).
-inline bool& in_team() {
-  static thread_local bool flag = false;
-  return flag;
-}
-
-/// The number of threads grove's loops and products may use: Eigen's setting (Eigen::nbThreads(),
-/// which follows OMP_NUM_THREADS unless Eigen::setNbThreads was called), capped by the calling
-/// thread's own OpenMP setting (omp_set_num_threads, per thread: a thread that runs one of several
-/// devices sets it); 1 without OpenMP. Inside a team, or inside a parallel region that the caller
-/// opened, 1: grove never nests teams.
+/// The number of threads grove's loops and products may use: requested_threads() (OpenMP's and
+/// Eigen's settings), and 1 without OpenMP or with EIGEN_USE_BLAS, where the BLAS library threads
+/// the products.
 inline int max_threads() {
 #if defined(_OPENMP) && !defined(EIGEN_USE_BLAS)
-  if (in_team() || omp_in_parallel()) return 1;
-  return std::max(1, std::min(Eigen::nbThreads(), omp_get_max_threads()));
+  return requested_threads();
 #else
   return 1;
 #endif

@@ -1,5 +1,5 @@
 // grove/random/fill.hpp: jax.random's distributions written into storage the caller owns,
-// without allocating: fill_bits, fill_uniform, fill_normal, fill_truncated_normal.
+// without allocating: fill_bits, fill_uniform, fill_normal, fill_bernoulli, fill_truncated_normal.
 #pragma once
 
 #include <span>
@@ -47,6 +47,21 @@ template <class T>
 void fill_normal(const Key& k, std::span<T> out, const thread_options& opt = {}) {
   detail::require_real<T>();
   detail::fill_normal<T>(k, out.size(), detail::schedule_of("fill_normal", opt), out.data());
+}
+
+/// The values of bernoulli<T>(k, p, out.size()) written as Out(1) and Out(0): a mask of any
+/// arithmetic type (bool, float, an integer) without a second pass. Dropout's mask is
+/// fill_bernoulli(key, keep, mask).
+template <class T = float, class Out>
+void fill_bernoulli(const Key& k, std::type_identity_t<T> p, std::span<Out> out,
+                    const thread_options& opt = {}) {
+  detail::require_real<T>();
+  static_assert(std::is_arithmetic_v<Out>,
+                "grove::random::fill_bernoulli: the output must be bool, an integer or a float");
+  detail::check_probability(p);
+  detail::bernoulli_values<T, Out> sink{out.data(), p};
+  detail::generate<detail::bits_of<T>>(k, out.size(), detail::schedule_of("fill_bernoulli", opt),
+                                       sink);
 }
 
 /// The values of truncated_normal<T>(k, lower, upper, out.size()).

@@ -9,7 +9,7 @@
 
 #include "grove/random/arrays.hpp"
 #include "grove/random/detail/checks.hpp"
-#include "grove/random/detail/layouts.hpp"
+#include "grove/random/detail/split.hpp"
 #include "grove/random/detail/threefry.hpp"
 
 namespace grove::random {

@@ -15,6 +15,7 @@
 
 #include "grove/config.hpp"
 #include "grove/detail/cpu.hpp"
+#include "grove/detail/thread_count.hpp"
 
 namespace grove::random::detail {
 
@@ -104,7 +105,9 @@ void parallel_chunks(std::uint64_t units, const schedule& plan, Task&& task) {
   if (plan.threads > 0) {
     threads = static_cast<std::uint64_t>(plan.threads);
   } else if (units >= automatic_threading_threshold) {
-    threads = std::max(1u, std::thread::hardware_concurrency());
+    // The program's thread setting (OMP_NUM_THREADS, omp_set_num_threads, Eigen::setNbThreads),
+    // as grove's other passes follow it: a program run with --threads 1 gets one thread here too.
+    threads = static_cast<std::uint64_t>(grove::detail::requested_threads());
   }
   threads = std::min(threads, chunks);
 

@@ -164,16 +164,18 @@ struct gumbel_values {
   }
 };
 
-template <class T>
+// uniform < p, written as Out: bool for bernoulli, a 0/1 mask of any arithmetic type for
+// fill_bernoulli.
+template <class T, class Out = bool>
 struct bernoulli_values {
-  bool* out;
+  Out* out;
   T p;
   GROVE_ALWAYS_INLINE void operator()(std::uint64_t first, const bits_of<T>* words,
                                       std::size_t m) const noexcept {
-    bool* o = out + first;
+    Out* o = out + first;
     const T threshold = p;  // a local, as in uniform_values
     for_each_in_block(m, [&](std::size_t l) GROVE_INLINE_LAMBDA {
-      o[l] = unit_from_bits<T>(words[l]) < threshold;
+      o[l] = unit_from_bits<T>(words[l]) < threshold ? Out(1) : Out(0);
     });
   }
 };
