@@ -286,6 +286,26 @@ TEST_CASE("random: fill_* write what the allocating functions return", "[random]
     CHECK(std::equal(f.begin(), f.end(), gr::uniform(k, 1001).data()));
     gr::fill_truncated_normal(k, -0.5f, 0.5f, std::span(f));
     CHECK(std::equal(f.begin(), f.end(), gr::truncated_normal(k, -0.5f, 0.5f, 1001).data()));
+    // bernoulli as a mask of any arithmetic type: 1 where bernoulli is true, else 0.
+    const auto drawn = gr::bernoulli(k, 0.3f, 1001);
+    std::vector<std::uint8_t> bytes(1001);
+    gr::fill_bernoulli(k, 0.3f, std::span(bytes));
+    gr::fill_bernoulli(k, 0.3f, std::span(f));
+    std::vector<double> wide(1001);
+    gr::fill_bernoulli<double>(k, 0.3, std::span(wide));
+    const auto drawn64 = gr::bernoulli<double>(k, 0.3, 1001);
+    std::size_t ones = 0;
+    for (std::size_t i = 0; i < 1001; ++i) {
+      const auto at = static_cast<gr::Index>(i);
+      REQUIRE(bytes[i] == (drawn[at] ? 1 : 0));
+      REQUIRE(f[i] == (drawn[at] ? 1.0f : 0.0f));
+      REQUIRE(wide[i] == (drawn64[at] ? 1.0 : 0.0));
+      ones += bytes[i];
+    }
+    CHECK(ones > 200);  // p = 0.3 of 1001 draws
+    CHECK(ones < 400);
+    CHECK_THROWS_WITH(gr::fill_bernoulli(k, 1.5f, std::span(f)),
+                      "grove::random::fill_bernoulli: p (1.5) is outside [0, 1]");
     std::vector<std::uint64_t> w(333);
     gr::fill_bits(k, std::span(w));
     CHECK(std::equal(w.begin(), w.end(), gr::bits<std::uint64_t>(k, 333).data()));

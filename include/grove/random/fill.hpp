@@ -58,7 +58,7 @@ void fill_bernoulli(const Key& k, std::type_identity_t<T> p, std::span<Out> out,
   detail::require_real<T>();
   static_assert(std::is_arithmetic_v<Out>,
                 "grove::random::fill_bernoulli: the output must be bool, an integer or a float");
-  detail::check_probability(p);
+  detail::check_probability(p, "fill_bernoulli");
   detail::bernoulli_values<T, Out> sink{out.data(), p};
   detail::generate<detail::bits_of<T>>(k, out.size(), detail::schedule_of("fill_bernoulli", opt),
                                        sink);

@@ -88,8 +88,8 @@ void check_bounds(const char* function, T lower, T upper) {
 }
 
 template <class T>
-void check_probability(T p) {
-  if (!(p >= T(0) && p <= T(1))) fail("bernoulli", "p (" + show(p) + ") is outside [0, 1]");
+void check_probability(T p, const char* function = "bernoulli") {
+  if (!(p >= T(0) && p <= T(1))) fail(function, "p (" + show(p) + ") is outside [0, 1]");
 }
 
 template <class I>
