@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Fails when a grove header includes a header of a layer above its own (docs/CONVENTIONS.md,
-# "Layers"). Usage: scripts/check-layers.sh [INCLUDE_DIR]   (default: include/ of this checkout)
+# Fails when a grove header includes a header of a layer above its own, or names another layer's
+# detail namespace (docs/CONVENTIONS.md, "Layers"). Usage: scripts/check-layers.sh [INCLUDE_DIR]   (default: include/ of this checkout)
 set -euo pipefail
 dir=${1:-"$(dirname "$0")/../include"}
 cd "$dir"
@@ -55,5 +55,16 @@ while IFS= read -r header; do
     esac
   done < <(sed -nE 's@^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"](grove/[^>"]+)[>"].*@\1@p' "$header")
 done < <(find grove -name '*.hpp' | sort)
-[ $status -eq 0 ] && echo "check-layers: every header includes only its own layer and those below"
+
+# A layer's internals (namespace grove::LAYER::detail) are its own: another layer calls its public
+# hooks. The tree core's grove::detail is shared by every layer, as are core's headers.
+for layer in random optim io parallel nn; do
+  while IFS= read -r hit; do
+    echo "check-layers: ${hit%%:*} uses ${layer}::detail:: outside grove/$layer/ ($(echo "${hit#*:}" | sed -E 's/^[0-9]+:[[:space:]]*//'))" >&2
+    status=1
+  done < <(grep -rnE "(^|[^[:alnum:]_])${layer}::detail::" grove --include='*.hpp' |
+             grep -v "^grove/${layer}/" | grep -v "^grove/${layer}\.hpp:" || true)
+done
+[ $status -eq 0 ] && echo "check-layers: every header includes only its own layer and those below," \
+  "and uses no other layer's detail namespace"
 exit $status

@@ -537,6 +537,64 @@ TEST_CASE("train_step with every optimizer is value_and_grad and the optimizer's
   CHECK(std::get<0>(wrong).count == 0);
 }
 
+TEST_CASE("train_step fuses plain sgd into the backward pass, and only plain sgd",
+          "[nn][model][optim]") {
+  namespace optim = grove::optim;
+  // optim says which optimizers are plain SGD; nn's fusion asks it.
+  const auto sgd = optim::sgd(0.1);
+  using SgdState = decltype(sgd.init(std::declval<const std::vector<nn::Dense<float>>&>()));
+  static_assert(optim::is_plain_sgd_v<decltype(sgd), SgdState>);
+  static_assert(
+      optim::is_plain_sgd_v<decltype(optim::sgd([](std::int64_t) { return 0.1; })), SgdState>);
+  const auto momentum = optim::sgd(0.1, 0.9);
+  static_assert(!optim::is_plain_sgd_v<decltype(momentum),
+                                       decltype(momentum.init(
+                                           std::declval<const std::vector<nn::Dense<float>>&>()))>);
+  const auto adam = optim::adam(0.1);
+  static_assert(!optim::is_plain_sgd_v<decltype(adam),
+                                       decltype(adam.init(
+                                           std::declval<const std::vector<nn::Dense<float>>&>()))>);
+
+  // The fused step updates the parameters in the backward pass and never writes the gradients:
+  // gradients poisoned with NaN stay NaN after a step of plain sgd, while an optimizer that is not
+  // plain sgd (momentum 0 computes the same numbers) gets them written.
+  const auto params = classic(nn::init_network_params<float>({6, 5, 4, 3}, rnd::key(0), 0.3f));
+  using P = std::remove_cvref_t<decltype(params)>;
+  const Eigen::MatrixXf X = nn_test::random_matrix<float>(rnd::key(1), 6, 7);
+  const Eigen::VectorXi y = nn_test::random_labels(rnd::key(2), 7, 3);
+  const auto model =
+      nn::sequential(nn::dense(6, 5), nn::swish, nn::dense(5, 4), nn::swish, nn::dense(4, 3));
+  auto poisoned = [](P& grads) {
+    grove::tree_for_each([](auto& g) { g.setConstant(std::numeric_limits<float>::quiet_NaN()); },
+                         grads);
+  };
+  auto all_nan = [](const P& grads) {
+    bool all = true;
+    grove::tree_for_each([&](const auto& g) { all = all && g.array().isNaN().all(); }, grads);
+    return all;
+  };
+  auto fused = params;
+  auto fused_state = sgd.init(fused);
+  nn::StepWorkspace<P> fws;
+  nn::shape_like(fws.grads, fused);
+  poisoned(fws.grads);
+  nn::train_step(model, fused, X, y, nn::softmax_cross_entropy, sgd, fused_state, fws);
+  CHECK(all_nan(fws.grads));
+  CHECK(std::get<0>(fused_state).count == 1);
+
+  const auto zero_momentum = optim::sgd(0.1, 0.0);
+  auto separate = params;
+  auto separate_state = zero_momentum.init(separate);
+  nn::StepWorkspace<P> sws;
+  nn::shape_like(sws.grads, separate);
+  poisoned(sws.grads);
+  nn::train_step(model, separate, X, y, nn::softmax_cross_entropy, zero_momentum, separate_state,
+                 sws);
+  CHECK_FALSE(all_nan(sws.grads));
+  CHECK(std::get<0>(fused).w.isApprox(std::get<0>(separate).w, 1e-5f));
+  CHECK(std::get<4>(fused).b.isApprox(std::get<4>(separate).b, 1e-5f));
+}
+
 TEST_CASE("train_step's fused sgd checks the count and the learning rate as sgd's step does",
           "[nn][model][optim]") {
   namespace optim = grove::optim;

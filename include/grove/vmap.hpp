@@ -27,6 +27,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "grove/error.hpp"
 #include "grove/tree.hpp"
 #include "grove/tree/eigen.hpp"
 
@@ -55,7 +56,7 @@ constexpr bool vmap_one_dim() {
 }
 
 [[noreturn]] inline void vmap_fail(const std::string& what) {
-  throw std::invalid_argument("grove::vmap: " + what);
+  throw argument_error("grove::vmap: " + what);
 }
 
 // The axis of a leaf after resolving -1; throws if out of range.

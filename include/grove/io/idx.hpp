@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "grove/io/detail/atomic_file.hpp"
+#include "grove/io/detail/gzip_stream.hpp"
 #include "grove/io/error.hpp"
 
 namespace grove::io {
@@ -142,168 +143,6 @@ struct IdxArray {
 
 namespace detail {
 
-// A plain or gzip-compressed file, opened only if it is a regular file (never blocking on a FIFO
-// or a device), decompressed with zlib's inflate as it is read. It tells a format_error (corrupt
-// or truncated data) from a file_error (the OS refused) and knows the offset in the
-// (decompressed) data.
-//
-// gzip: the stream must end properly, its CRC-32 and length trailer checked by inflate; a file
-// cut anywhere, even inside the 8-byte trailer, is truncated. Several gzip members one after the
-// other (`cat a.gz b.gz`, valid gzip by RFC 1952) are read as one stream; anything else after a
-// member's end is refused as trailing garbage, since a reader that ignored it would accept a
-// damaged or appended-to file.
-class idx_stream {
- public:
-  idx_stream(const char* function, std::filesystem::path file)
-      : function_(function), file_(std::move(file)) {
-    auto opened = open_for_reading(file_, function_);
-    fd_ = std::move(opened.fd);
-    file_size_ = opened.size;
-    input_.resize(1 << 17);
-    // Whether the file is gzip is decided by its first two bytes, whatever its name.
-    while (have_ < 2 && fill()) {
-    }
-    compressed_ = have_ >= 2 && input_[next_] == 0x1f && input_[next_ + 1] == 0x8b;
-    if (compressed_) {
-      z_.next_in = input_.data() + next_;
-      z_.avail_in = static_cast<uInt>(have_);
-      if (inflateInit2(&z_, 16 + MAX_WBITS) != Z_OK) throw std::bad_alloc();
-      z_open_ = true;
-    }
-  }
-  ~idx_stream() {
-    if (z_open_) inflateEnd(&z_);
-  }
-  idx_stream(const idx_stream&) = delete;
-  idx_stream& operator=(const idx_stream&) = delete;
-
-  // Reads up to n bytes; fewer only at the end of the data. Corrupt or truncated gzip data is a
-  // format_error; a failing read a file_error.
-  std::size_t read(void* out, std::size_t n) {
-    auto* p = static_cast<unsigned char*>(out);
-    const std::size_t got = compressed_ ? inflate_some(p, n) : read_plain(p, n);
-    offset_ += got;
-    return got;
-  }
-
-  std::uint64_t offset() const { return offset_; }
-  bool compressed() const { return compressed_; }
-  // The file's size on disk (compressed, for a gzip file) when it was opened.
-  std::uint64_t file_size() const { return file_size_; }
-  const std::filesystem::path& file() const { return file_; }
-
-  [[noreturn]] void fail(const std::string& problem) const {
-    throw format_error(function_, file_, problem);
-  }
-
-  // "at offset N" (of the decompressed data, for a gzip file).
-  std::string where(std::uint64_t offset) const {
-    return "at byte " + std::to_string(offset) + (compressed() ? " of the decompressed data" : "");
-  }
-
- private:
-  // Reads more of the file into input_ (after what is still unread there); false at its end.
-  bool fill() {
-    if (next_ > 0 && have_ > 0) std::memmove(input_.data(), input_.data() + next_, have_);
-    next_ = 0;
-    if (have_ == input_.size()) return true;
-    for (;;) {
-      const ssize_t r = ::read(fd_.get(), input_.data() + have_, input_.size() - have_);
-      if (r < 0) {
-        if (errno == EINTR) continue;
-        throw_errno(errno, std::string(function_) + ": cannot read " + quoted_path(file_));
-      }
-      if (r == 0) return false;
-      have_ += static_cast<std::size_t>(r);
-      consumed_ += static_cast<std::uint64_t>(r);
-      return true;
-    }
-  }
-
-  std::size_t read_plain(unsigned char* p, std::size_t n) {
-    std::size_t got = 0;
-    while (got < n) {
-      if (have_ == 0 && !fill()) break;
-      const std::size_t k = std::min(n - got, have_);
-      std::memcpy(p + got, input_.data() + next_, k);
-      next_ += k;
-      have_ -= k;
-      got += k;
-    }
-    return got;
-  }
-
-  std::size_t inflate_some(unsigned char* p, std::size_t n) {
-    std::size_t got = 0;
-    while (got < n) {
-      if (member_ended_) {
-        // After a member's end: the file's end, or another member.
-        if (z_.avail_in < 2) {
-          sync_from_zlib();
-          while (have_ < 2 && fill()) {
-          }
-          sync_to_zlib();
-        }
-        if (z_.avail_in == 0) break;
-        if (z_.avail_in < 2 || z_.next_in[0] != 0x1f || z_.next_in[1] != 0x8b) {
-          const std::uint64_t at = consumed_ - z_.avail_in;
-          fail("the gzip stream ends at file byte " + std::to_string(at) + ", but " +
-               std::to_string(file_size_ > at ? file_size_ - at : z_.avail_in) +
-               " more bytes follow that are not another gzip member (trailing garbage)");
-        }
-        if (inflateReset(&z_) != Z_OK) fail("corrupt gzip data (cannot restart inflate)");
-        member_ended_ = false;
-      }
-      if (z_.avail_in == 0) {
-        sync_from_zlib();
-        if (!fill())
-          fail("the gzip stream is truncated (unexpected end of file) after " +
-               std::to_string(offset_ + got) + " bytes of decompressed data");
-        sync_to_zlib();
-      }
-      const auto chunk = static_cast<uInt>(std::min<std::size_t>(n - got, 1u << 30));
-      z_.next_out = p + got;
-      z_.avail_out = chunk;
-      const int r = inflate(&z_, Z_NO_FLUSH);
-      got += chunk - z_.avail_out;
-      if (r == Z_STREAM_END) {
-        member_ended_ = true;
-      } else if (r == Z_MEM_ERROR) {
-        throw std::bad_alloc();
-      } else if (r == Z_DATA_ERROR || r == Z_NEED_DICT || r == Z_STREAM_ERROR) {
-        fail("corrupt gzip data (" + std::string(z_.msg ? z_.msg : "unknown zlib error") +
-             ") after " + std::to_string(offset_ + got) + " bytes of decompressed data");
-      }
-      // Z_OK, or Z_BUF_ERROR (no progress without more input): go round, reading more.
-    }
-    return got;
-  }
-
-  // input_ and zlib share the unread bytes: next_/have_ describe them for fill(), z_.next_in and
-  // z_.avail_in for inflate.
-  void sync_from_zlib() {
-    next_ = static_cast<std::size_t>(z_.next_in - input_.data());
-    have_ = z_.avail_in;
-  }
-  void sync_to_zlib() {
-    z_.next_in = input_.data() + next_;
-    z_.avail_in = static_cast<uInt>(have_);
-  }
-
-  const char* function_;
-  std::filesystem::path file_;
-  unique_fd fd_;
-  std::uint64_t file_size_ = 0;
-  std::vector<unsigned char> input_;
-  std::size_t next_ = 0, have_ = 0;  // the unread bytes of input_: [next_, next_ + have_)
-  std::uint64_t consumed_ = 0;       // bytes of the file read into input_ so far
-  bool compressed_ = false;
-  z_stream z_{};
-  bool z_open_ = false;
-  bool member_ended_ = false;
-  std::uint64_t offset_ = 0;
-};
-
 struct idx_header {
   idx_type type = idx_type::u8;
   std::vector<std::size_t> dims;
@@ -338,7 +177,7 @@ inline std::string hex32(std::uint32_t v) {
 }
 
 // "truncated data: the header describes ..., but the data ends at byte N (M data bytes)".
-inline std::string truncation(const idx_stream& in, const idx_header& h, std::uint64_t have) {
+inline std::string truncation(const gzip_stream& in, const idx_header& h, std::uint64_t have) {
   return "truncated data: the header describes " + h.describe() + ", " +
          std::to_string(h.data_bytes()) + " bytes after the " + std::to_string(h.header_bytes) +
          "-byte header, but the data ends " + in.where(h.header_bytes + have) + " (" +
@@ -348,7 +187,7 @@ inline std::string truncation(const idx_stream& in, const idx_header& h, std::ui
 // Reads and checks the header. What it claims is checked before anything is allocated for the
 // data: against `max_bytes` (the caller's cap on the data) and, for a plain file, against the
 // file's size, so that a few bytes claiming gigabytes are reported as what they are.
-inline idx_header read_header(idx_stream& in, std::uint64_t max_bytes) {
+inline idx_header read_header(gzip_stream& in, std::uint64_t max_bytes) {
   unsigned char magic[4];
   const std::size_t got = in.read(magic, 4);
   if (got == 0) in.fail("the file is empty (an IDX file starts with a 4-byte magic number)");
@@ -407,7 +246,7 @@ inline idx_header read_header(idx_stream& in, std::uint64_t max_bytes) {
 }
 
 // Reads `n` data bytes that start `done` bytes into the data, or reports the truncation.
-inline void read_data(idx_stream& in, const idx_header& h, void* out, std::size_t n,
+inline void read_data(gzip_stream& in, const idx_header& h, void* out, std::size_t n,
                       std::uint64_t done) {
   const std::size_t got = in.read(out, n);
   if (got < n) in.fail(truncation(in, h, done + got));
@@ -417,7 +256,7 @@ inline void read_data(idx_stream& in, const idx_header& h, void* out, std::size_
 // much it holds until it has been decompressed, and one whose header claims more than it has
 // must be reported as truncated, not allocated for. (A plain file's claim was checked against
 // its size in read_header.)
-inline std::vector<std::uint8_t> read_all_data(idx_stream& in, const idx_header& h) {
+inline std::vector<std::uint8_t> read_all_data(gzip_stream& in, const idx_header& h) {
   const auto n = static_cast<std::size_t>(h.data_bytes());
   std::vector<std::uint8_t> out;
   if (!in.compressed()) {
@@ -442,7 +281,7 @@ inline constexpr std::uint64_t max_idx_excess_counted = std::uint64_t{1} << 20;
 // Refuses data after what the header describes: the file must end there (for a gzip file, the
 // decompressed data must be exactly the size the header declares). Nothing is allocated for the
 // excess, and at most max_idx_excess_counted bytes of it are decompressed.
-inline void expect_end(idx_stream& in, const idx_header& h) {
+inline void expect_end(gzip_stream& in, const idx_header& h) {
   unsigned char extra[4096];
   std::uint64_t more = 0;
   for (std::size_t r; more <= max_idx_excess_counted && (r = in.read(extra, sizeof extra)) > 0;)
@@ -492,7 +331,7 @@ inline constexpr std::uint64_t default_max_idx_bytes = std::uint64_t{1} << 31;
 /// std::system_error) when it cannot be opened or read or is not a regular file.
 inline IdxArray read_idx(const std::filesystem::path& file,
                          std::uint64_t max_bytes = default_max_idx_bytes) {
-  detail::idx_stream in("grove::io::read_idx", file);
+  detail::gzip_stream in("grove::io::read_idx", file);
   const auto h = detail::read_header(in, max_bytes);
   IdxArray out;
   out.type = h.type;
@@ -515,7 +354,7 @@ Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic> read_idx_images(
     std::uint64_t max_bytes = default_max_idx_bytes) {
   static_assert(std::is_floating_point_v<T>,
                 "grove::io::read_idx_images: T must be float or double");
-  detail::idx_stream in("grove::io::read_idx_images", file);
+  detail::gzip_stream in("grove::io::read_idx_images", file);
   const auto h = detail::read_header(in, max_bytes);
   if (h.type != idx_type::u8)
     in.fail(std::string("expected unsigned-byte pixels (type 0x08), the header says ") +
@@ -548,7 +387,7 @@ inline Eigen::VectorXi read_idx_labels(const std::filesystem::path& file, int nu
   if (num_classes <= 0)
     throw grove::argument_error(std::string(function) + ": num_classes must be positive, got " +
                                 std::to_string(num_classes));
-  detail::idx_stream in(function, file);
+  detail::gzip_stream in(function, file);
   const auto h = detail::read_header(in, max_bytes);
   if (h.type == idx_type::f32 || h.type == idx_type::f64)
     in.fail(std::string("expected integer labels, the header says ") + idx_type_name(h.type));

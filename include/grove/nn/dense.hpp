@@ -140,8 +140,7 @@ requires std::integral<std::ranges::range_value_t<R>> &&
   return init_network_params<T>(detail::to_sizes("init_network_params", sizes), key, scale);
 }
 
-// --- jax.nn.initializers' variance scaling
-// --------------------------------------------------------
+// --- jax.nn.initializers' variance scaling ----------------------------------------------------
 
 /// Which fan the variance is divided by (jax.nn.initializers.variance_scaling's `mode`).
 enum class FanMode : std::uint8_t { fan_in, fan_out, fan_avg };

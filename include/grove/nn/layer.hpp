@@ -311,6 +311,11 @@ struct params_scalar<std::tuple<Ps...>> {
 };
 }  // namespace detail
 
+/// The scalar type of a parameter tree (float for nn::init<float>'s): its first floating-point
+/// leaf's, void when it has none.
+template <class P>
+using params_scalar_t = detail::params_scalar_t<P>;
+
 /// The parameters' type of layer L for scalar type T: what nn::init<T> returns.
 template <class L, class T>
 using params_t =

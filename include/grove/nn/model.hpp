@@ -92,7 +92,7 @@ struct grad_check {
 
 /// What one device keeps from training step to training step: its gradients and its Workspace.
 /// With it, nn::train_step (and parallel::train_step) allocate nothing after the first step.
-template <class P, class T = detail::params_scalar_t<P>>
+template <class P, class T = params_scalar_t<P>>
 struct StepWorkspace {
   P grads;
   Workspace<T> ws;
@@ -377,6 +377,14 @@ void apply_pass(const char* function, const M& m, const P& params, const BatchRe
 
 }  // namespace detail
 
+/// Gives `grads` the structure and shapes of `params` (the parameters of any model, or a network's
+/// std::vector<Dense>), allocating only where they differ: the tree that value_and_grad_into and
+/// train_step write their gradients into. Its values are unspecified until one of them does.
+template <class P>
+void shape_like(P& grads, const P& params) {
+  detail::prepare_grads_like(grads, params);
+}
+
 // --- apply ---------------------------------------------------------------------------------------
 
 /// flax's `model.apply(params, X)`: the model's output for a batch X (features x batch; a vector
@@ -541,18 +549,15 @@ typename DX::Scalar train_step(const M& m, P& params, const Eigen::MatrixBase<DX
   // scale_by_learning_rate, whose step size is -learning_rate) is fused into the backward pass
   // when the model is a chain; any other model gets its gradients from the same pass (the checks
   // run once), then the optimizer's step.
-  constexpr bool plain_sgd = std::is_same_v<Opt, optim::Chain<optim::ScaleBySchedule>> &&
-                             std::is_same_v<State, std::tuple<optim::ScaleByScheduleState>>;
+  constexpr bool plain_sgd = optim::is_plain_sgd_v<Opt, State>;
   T lr = T(-1);             // no fused step
   if constexpr (plain_sgd)  // the step's own checks of the count and of the learning rate
-    lr = static_cast<T>(-optim::detail::naming_state_leaf("grove::optim::step", state, [&] {
-      return std::get<0>(opt.transformations()).context(std::get<0>(state), 0.0);
-    }));
+    lr = static_cast<T>(optim::plain_sgd_learning_rate(opt, state));
   bool fused = false;
   const T value = detail::pass<T>("train_step", m, params, x, Y, loss_fn, key, &ws.grads, nullptr,
                                   ws.ws, lr, &fused);
   if (fused) {
-    if constexpr (plain_sgd) ++std::get<0>(state).count;
+    if constexpr (plain_sgd) optim::plain_sgd_advance(state);
     return value;
   }
   opt.step(params, ws.grads, state);

@@ -556,8 +556,7 @@ decltype(auto) with_targets(const char* function, const Eigen::DenseBase<DY>& y,
   } else {
     static_assert(std::is_same_v<S, T>,
                   "grove::nn: targets are integer labels, or a (classes x batch) matrix of the "
-                  "parameters' scalar "
-                  "type");
+                  "parameters' scalar type");
     const Eigen::Ref<const Matrix<T>, 0, Eigen::OuterStride<>> targets(y.derived());
     return f(
         dense_targets<T>{{targets.data(), targets.rows(), targets.cols(), targets.outerStride()}});

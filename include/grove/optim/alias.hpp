@@ -4,6 +4,8 @@
 // fused pass without allocation.
 #pragma once
 
+#include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "grove/optim/combine.hpp"
@@ -17,6 +19,33 @@ namespace grove::optim {
 /// std::tuple<ScaleByScheduleState>. Throws grove::argument_error for a negative learning rate.
 inline auto sgd(Schedule learning_rate) {
   return chain(detail::scale_by_learning_rate("sgd", std::move(learning_rate), true));
+}
+
+/// Whether an optimizer (and its state) is plain SGD, sgd(learning_rate) without momentum: its
+/// step is params -= learning_rate(count) * grads, which code that already writes the parameters
+/// in a pass may fuse into it (nn::train_step does, in the backward pass). optim answers this, not
+/// its users, so that a change in how sgd is built cannot silently turn such a fusion off.
+template <class Opt, class State>
+inline constexpr bool is_plain_sgd_v =
+    std::is_same_v<std::remove_cvref_t<Opt>, decltype(sgd(std::declval<Schedule>()))>&&
+        std::is_same_v<std::remove_cvref_t<State>, std::tuple<ScaleByScheduleState>>;
+
+/// The step size that plain SGD's next step takes (learning_rate(count)), checked as its step
+/// checks it: grove::argument_error for a count that cannot advance or a learning rate that is not
+/// finite, naming the state's leaf. Call plain_sgd_advance(state) once the fused step is done.
+template <class Opt, class State>
+requires is_plain_sgd_v<Opt, State>
+double plain_sgd_learning_rate(const Opt& opt, const State& state) {
+  return -detail::naming_state_leaf("grove::optim::step", state, [&] {
+    return std::get<0>(opt.transformations()).context(std::get<0>(state), 0.0);
+  });
+}
+
+/// Plain SGD's state after a step that fused its update: the count advanced.
+template <class State>
+requires is_plain_sgd_v<decltype(sgd(std::declval<Schedule>())), State>
+void plain_sgd_advance(State& state) {
+  ++std::get<0>(state).count;
 }
 
 /// optax.sgd(learning_rate, momentum, nesterov): trace(momentum, nesterov) then

@@ -59,7 +59,7 @@ Shard shard(Eigen::Index batch, const C& comm) {
 /// What one device keeps from step to step: nn::StepWorkspace (its gradients and its
 /// nn::Workspace). With it (and the communicator's staging memory) a step allocates nothing after
 /// the first.
-template <class P, class T = nn::detail::params_scalar_t<P>>
+template <class P, class T = nn::params_scalar_t<P>>
 using StepWorkspace = nn::StepWorkspace<P, T>;
 
 namespace detail {
@@ -151,7 +151,7 @@ nn::network_scalar_t<P> train_step_on_shard(P& params, const Eigen::MatrixBase<D
   } else {
     // No examples here: contribute zeros (the gradients only need params' shapes; the allreduce
     // scales them by this shard's size, 0, as zeros rather than 0 * x).
-    nn::detail::engine<T>::prepare_grads(ws.grads, params);
+    nn::shape_like(ws.grads, params);
   }
   return detail::reduce_and_step(comm, params, ws.grads, n, loss, opt, state);
 }
@@ -181,7 +181,7 @@ nn::network_scalar_t<P> train_step(P& params, const Eigen::MatrixBase<DX>& X,
 namespace detail {
 template <class P>
 void zero_grads_like(P& grads, const P& params) {
-  nn::detail::prepare_grads_like(grads, params);
+  nn::shape_like(grads, params);
   tree_for_each(
       [](auto& g) {
         if constexpr (requires { g.setZero(); })

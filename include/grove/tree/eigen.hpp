@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "grove/error.hpp"
 #include "grove/tree/detail/eigen_tensor.hpp"
 #include "grove/tree/ops.hpp"
 
@@ -152,8 +153,8 @@ auto ravel(const Tree& tree) {
   ravel_into(tree, flat.data());
   std::function<Tree(const Vector&)> unravel = [like = tree, n = flat.size()](const Vector& v) {
     if (v.size() != n)
-      throw std::invalid_argument("grove::ravel: unravel expects a vector of " + std::to_string(n) +
-                                  " elements, got " + std::to_string(v.size()));
+      throw shape_error("grove::ravel: unravel expects a vector of " + std::to_string(n) +
+                        " elements, got " + std::to_string(v.size()));
     Tree out = like;
     unravel_into(v.data(), out);
     return out;

@@ -260,8 +260,7 @@ class header_parser {
     if (state_ == state::offsets) {
       if (offsets_seen_ == 2)
         ctx_.fail(who() +
-                  ": data_offsets must be an array [begin, end], but has more than 2 "
-                  "elements");
+                  ": data_offsets must be an array [begin, end], but has more than 2 elements");
       (offsets_seen_ == 0 ? current_.begin : current_.end) = v;
       ++offsets_seen_;
       return true;
