@@ -5,33 +5,31 @@
 # includes grove/io/checkpoint.hpp must.
 find_package(nlohmann_json 3 REQUIRED)
 
+# One executable for the checkpoint suites (a unity build): each file would otherwise parse
+# nlohmann-json and io/checkpoint.hpp and instantiate the codec again.
+#   test_checkpoint*.cpp       save / load / inspect, errors, the mutation test, N-D tensors
+#   test_checkpoint_options    load_options, load_report, dtype conversions and the 16-bit floats
+#   test_checkpoint_shards     Hugging Face's model.safetensors.index.json and its shard files
+#   test_checkpoint_layouts    PyTorch's and Flax's layouts and the C++ blocks of docs/checkpoint.md
+#                              after its program, which must appear in this file
+#   test_tree_checkpoint       trees of users' structs, fields in any order
+#   test_checkpoint_resume     resuming a training run bit for bit (train_mlp's loop, grove::nn)
+#   test_optim_checkpoint      optimizer states saved and resumed
 grove_test(test_checkpoint test_checkpoint.cpp test_checkpoint_errors.cpp test_checkpoint_mutation.cpp
-           test_checkpoint_tensor.cpp)
+           test_checkpoint_tensor.cpp test_checkpoint_options.cpp test_checkpoint_shards.cpp
+           test_checkpoint_layouts.cpp test_tree_checkpoint.cpp test_checkpoint_resume.cpp
+           test_optim_checkpoint.cpp)
 target_link_libraries(test_checkpoint PRIVATE nlohmann_json::nlohmann_json)
 target_compile_definitions(test_checkpoint PRIVATE GROVE_PROJECT_VERSION="${PROJECT_VERSION}")
-# load_options, load_report, dtype conversions and the 16-bit floats.
-grove_test(test_checkpoint_options test_checkpoint_options.cpp)
-target_link_libraries(test_checkpoint_options PRIVATE nlohmann_json::nlohmann_json)
-# Sharded checkpoints: Hugging Face's model.safetensors.index.json and its shard files.
-grove_test(test_checkpoint_shards test_checkpoint_shards.cpp)
-target_link_libraries(test_checkpoint_shards PRIVATE nlohmann_json::nlohmann_json)
 # The index read in time and memory linear in its size, near the 100 MB cap (a counting allocator
 # replaces operator new in this executable).
 grove_test(test_checkpoint_index_cost test_checkpoint_index_cost.cpp)
 target_link_libraries(test_checkpoint_index_cost PRIVATE nlohmann_json::nlohmann_json)
-# Layouts of PyTorch and Flax (torch_sequential_names, flax_dense_names, load_options::transpose)
-# and the C++ blocks of docs/checkpoint.md after its program, which must appear in this test.
-grove_test(test_checkpoint_layouts test_checkpoint_layouts.cpp)
-target_link_libraries(test_checkpoint_layouts PRIVATE nlohmann_json::nlohmann_json)
-add_test(NAME docs_checkpoint_snippets
-         COMMAND ${CMAKE_COMMAND} -DSOURCE_DIR=${PROJECT_SOURCE_DIR}
-                 -P ${CMAKE_CURRENT_SOURCE_DIR}/checkpoint_doc_snippets.cmake)
-grove_test(test_tree_checkpoint test_tree_checkpoint.cpp)
-target_link_libraries(test_tree_checkpoint PRIVATE nlohmann_json::nlohmann_json)
-
-# Resuming a training run bit for bit (train_mlp's loop, with grove::nn).
-grove_test(test_checkpoint_resume test_checkpoint_resume.cpp)
-target_link_libraries(test_checkpoint_resume PRIVATE nlohmann_json::nlohmann_json)
+if(NOT GROVE_SANITIZE)
+    add_test(NAME docs_checkpoint_snippets
+             COMMAND ${CMAKE_COMMAND} -DSOURCE_DIR=${PROJECT_SOURCE_DIR}
+                     -P ${CMAKE_CURRENT_SOURCE_DIR}/checkpoint_doc_snippets.cmake)
+endif()
 
 # --- Python interoperability: numpy reads grove's files, grove reads numpy's ---------------------
 add_executable(checkpoint_interop checkpoint_interop.cpp)
@@ -92,19 +90,18 @@ endif()
 # nn.Sequential of Linear and LayerNorm layers loaded with io::torch_sequential_names(params), and
 # grove's output against torch's forward. torch is in scripts/packages.txt, so its absence fails
 # the test instead of skipping it.
-add_executable(checkpoint_torch_layernorm checkpoint_torch_layernorm.cpp)
-target_link_libraries(checkpoint_torch_layernorm PRIVATE grove::grove grove_warnings
-                                                         nlohmann_json::nlohmann_json)
-if(TARGET grove_sanitize)
-  target_link_libraries(checkpoint_torch_layernorm PRIVATE grove_sanitize)
+if(NOT GROVE_SANITIZE)
+  add_executable(checkpoint_torch_layernorm checkpoint_torch_layernorm.cpp)
+  target_link_libraries(checkpoint_torch_layernorm PRIVATE grove::grove grove_warnings
+                                                           nlohmann_json::nlohmann_json)
+  set(GROVE_TORCH_PYTHON /usr/bin/python3 CACHE FILEPATH
+      "Python 3 with PyTorch (Debian's python3-torch), for checkpoint_torch_layernorm_model")
+  add_test(NAME checkpoint_torch_layernorm_model
+           COMMAND ${GROVE_TORCH_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/checkpoint_torch_layernorm.py
+                   $<TARGET_FILE:checkpoint_torch_layernorm>
+                   ${CMAKE_CURRENT_BINARY_DIR}/checkpoint_torch_layernorm_files)
+  set_tests_properties(checkpoint_torch_layernorm_model PROPERTIES TIMEOUT 120)
 endif()
-set(GROVE_TORCH_PYTHON /usr/bin/python3 CACHE FILEPATH
-    "Python 3 with PyTorch (Debian's python3-torch), for checkpoint_torch_layernorm_model")
-add_test(NAME checkpoint_torch_layernorm_model
-         COMMAND ${GROVE_TORCH_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/checkpoint_torch_layernorm.py
-                 $<TARGET_FILE:checkpoint_torch_layernorm>
-                 ${CMAKE_CURRENT_BINARY_DIR}/checkpoint_torch_layernorm_files)
-set_tests_properties(checkpoint_torch_layernorm_model PROPERTIES TIMEOUT 120)
 
 # --- the program of docs/checkpoint.md: compiled, run, and its output compared -------------------
 grove_doc_program(TARGET checkpoint_snippet TEST docs_checkpoint_program_output DOC docs/checkpoint.md

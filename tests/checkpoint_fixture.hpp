@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <iterator>
 #include <limits>
 #include <map>
@@ -22,6 +23,24 @@
 #include "grove/tree.hpp"
 
 namespace ckpt_test {
+
+// A safetensors file from its header's text and its data: the 8-byte little-endian header length,
+// the header, the data.
+inline std::string assemble(const std::string& header_text, const std::string& data) {
+  std::string out(8, '\0');
+  const std::uint64_t n = header_text.size();
+  for (int i = 0; i < 8; ++i)
+    out[static_cast<std::size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
+  return out + header_text + data;
+}
+
+// The bytes of values as this machine stores them (little-endian on every CPU grove supports).
+template <class T>
+std::string bytes_of(std::initializer_list<T> values) {
+  std::string out;
+  for (const T v : values) out.append(reinterpret_cast<const char*>(&v), sizeof(T));
+  return out;
+}
 
 struct Layer {
   Eigen::MatrixXf w;

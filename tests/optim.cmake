@@ -10,35 +10,29 @@ grove_threaded_test(test_optim test_optim_schedule.cpp test_optim_transform.cpp
                     test_optim_wrappers.cpp test_optim_nn.cpp)
 grove_threaded_test(test_optim_alloc test_optim_alloc.cpp)
 
-# --- torch.optim's numbers: the driver prints grove's trajectories, the script compares ---------
-add_executable(optim_torch_driver optim_torch_driver.cpp)
-target_link_libraries(optim_torch_driver PRIVATE grove::grove grove_warnings)
-if(TARGET grove_sanitize)
-  target_link_libraries(optim_torch_driver PRIVATE grove_sanitize)
-endif()
-# Debian's python3-torch is installed for /usr/bin/python3; prefer it when it has torch.
-set(_grove_optim_python ${GROVE_PYTHON})
-if(EXISTS /usr/bin/python3)
-  execute_process(COMMAND /usr/bin/python3 -c "import torch" RESULT_VARIABLE _grove_rc
-                  OUTPUT_QUIET ERROR_QUIET)
-  if(_grove_rc EQUAL 0)
-    set(_grove_optim_python /usr/bin/python3)
+if(NOT GROVE_SANITIZE)
+  # --- torch.optim's numbers: the driver prints grove's trajectories, the script compares ---------
+  add_executable(optim_torch_driver optim_torch_driver.cpp)
+  target_link_libraries(optim_torch_driver PRIVATE grove::grove grove_warnings)
+  # Debian's python3-torch is installed for /usr/bin/python3; prefer it when it has torch.
+  set(_grove_optim_python ${GROVE_PYTHON})
+  if(EXISTS /usr/bin/python3)
+    execute_process(COMMAND /usr/bin/python3 -c "import torch" RESULT_VARIABLE _grove_rc
+                    OUTPUT_QUIET ERROR_QUIET)
+    if(_grove_rc EQUAL 0)
+      set(_grove_optim_python /usr/bin/python3)
+    endif()
   endif()
-endif()
-if(_grove_optim_python)
-  add_test(NAME optim_torch
-           COMMAND ${_grove_optim_python} ${CMAKE_CURRENT_SOURCE_DIR}/optim_torch.py
-                   $<TARGET_FILE:optim_torch_driver>)
-  set_tests_properties(optim_torch PROPERTIES SKIP_RETURN_CODE 77)
-else()
-  message(STATUS "grove: no python3 found; the torch.optim comparison is not added")
+  if(_grove_optim_python)
+    add_test(NAME optim_torch
+             COMMAND ${_grove_optim_python} ${CMAKE_CURRENT_SOURCE_DIR}/optim_torch.py
+                     $<TARGET_FILE:optim_torch_driver>)
+    set_tests_properties(optim_torch PROPERTIES SKIP_RETURN_CODE 77)
+  else()
+    message(STATUS "grove: no python3 found; the torch.optim comparison is not added")
+  endif()
 endif()
 
 # --- the program of docs/optim.md: compiled, run, and its output compared ------------------------
 grove_doc_program(TARGET optim_snippet TEST docs_optim_program_output DOC docs/optim.md)
 
-# --- optimizer states in checkpoints (grove/io/checkpoint.hpp needs nlohmann-json) --------------
-if(TARGET grove::checkpoint)
-  grove_test(test_optim_checkpoint test_optim_checkpoint.cpp)
-  target_link_libraries(test_optim_checkpoint PRIVATE grove::checkpoint)
-endif()

@@ -93,15 +93,14 @@ endif()
 
 # --- the docs/parallel.md program: tests/parallel_snippet.cpp, the same text, compiled and run,
 # its output compared with the documented one --------------------------------------------------
-add_executable(parallel_snippet parallel_snippet.cpp)
-target_link_libraries(parallel_snippet PRIVATE grove::grove grove_warnings)
-grove_parallel_target(parallel_snippet)
-if(TARGET grove_sanitize)
-  target_link_libraries(parallel_snippet PRIVATE grove_sanitize)
+if(NOT GROVE_SANITIZE)
+  add_executable(parallel_snippet parallel_snippet.cpp)
+  target_link_libraries(parallel_snippet PRIVATE grove::grove grove_warnings)
+  grove_parallel_target(parallel_snippet)
+  add_test(NAME docs_parallel_program_output
+           COMMAND ${CMAKE_COMMAND} -DDOC=${PROJECT_SOURCE_DIR}/docs/parallel.md
+                   -DSOURCE=${CMAKE_CURRENT_SOURCE_DIR}/parallel_snippet.cpp
+                   -DPROGRAM=$<TARGET_FILE:parallel_snippet>
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/parallel_docs.cmake)
+  set_tests_properties(docs_parallel_program_output PROPERTIES TIMEOUT 120 ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE")
 endif()
-add_test(NAME docs_parallel_program_output
-         COMMAND ${CMAKE_COMMAND} -DDOC=${PROJECT_SOURCE_DIR}/docs/parallel.md
-                 -DSOURCE=${CMAKE_CURRENT_SOURCE_DIR}/parallel_snippet.cpp
-                 -DPROGRAM=$<TARGET_FILE:parallel_snippet>
-                 -P ${CMAKE_CURRENT_SOURCE_DIR}/parallel_docs.cmake)
-set_tests_properties(docs_parallel_program_output PROPERTIES TIMEOUT 120 ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE")

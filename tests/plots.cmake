@@ -6,6 +6,10 @@
 # the cases that draw are skipped (77) where matplotlib is missing, the others need only Python.
 # train_mlp --plot is tested when train_mlp is built (its target is defined later, in examples/,
 # so those tests are added at the end of the top-level directory).
+# Python only: the normal build runs them; the sanitizer build has nothing of its own to add.
+if(GROVE_SANITIZE)
+  return()
+endif()
 find_program(GROVE_DEBIAN_PYTHON3 python3 PATHS /usr/bin NO_DEFAULT_PATH)
 if(NOT GROVE_DEBIAN_PYTHON3)
   message(STATUS "grove: no /usr/bin/python3; the plot tests are not added")

@@ -56,14 +56,7 @@ parts valid_parts() {
   return p;
 }
 
-std::string assemble(const std::string& header_text, const std::string& data) {
-  std::string out(8, '\0');
-  std::uint64_t n = header_text.size();
-  for (int i = 0; i < 8; ++i)
-    out[static_cast<std::size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
-  return out + header_text + data;
-}
-
+using ckpt_test::assemble;
 std::string assemble(const parts& p) {
   return assemble(p.header.dump(), p.data);
 }

@@ -17,20 +17,8 @@ using json = nlohmann::ordered_json;
 namespace {
 
 // A safetensors file from a header (ordered JSON) and its data.
-std::string assemble(const json& header, const std::string& data) {
-  const std::string text = header.dump();
-  std::string out(8, '\0');
-  const std::uint64_t n = text.size();
-  for (int i = 0; i < 8; ++i)
-    out[static_cast<std::size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
-  return out + text + data;
-}
-
-template <class T>
-std::string bytes_of(std::initializer_list<T> values) {
-  std::string out;
-  for (const T v : values) out.append(reinterpret_cast<const char*>(&v), sizeof(T));
-  return out;
+std::string file_from(const json& header, const std::string& data) {
+  return ckpt_test::assemble(header.dump(), data);
 }
 
 struct Net {
@@ -72,7 +60,7 @@ std::string net_file(std::int64_t n2 = -3) {
   const std::string data = bytes_of<double>({0.1, -1.0, 1e300, 2.5}) +
                            bytes_of<std::uint16_t>({0x3555, 0x8001}) +
                            bytes_of<std::int64_t>({1, -32768, n2}) + std::string("\x01\x02\x03", 3);
-  return assemble(h, data);
+  return file_from(h, data);
 }
 
 }  // namespace
@@ -156,12 +144,12 @@ TEST_CASE("checkpoint options: refusals leave the tree untouched", "[checkpoint]
   // A shape mismatch fails even with strict = false (as in torch).
   json h;
   h["w"] = {{"dtype", "F32"}, {"shape", {4}}, {"data_offsets", {0, 16}}};
-  write_bytes(file, assemble(h, std::string(16, '\0')));
+  write_bytes(file, file_from(h, std::string(16, '\0')));
   refused({.strict = false},
           {"tensor \"w\" (key path .w): shape [4] in the file, [2, 2] in the tree"});
   // Floats and integers never mix, even with convert; keys and bools load only exactly.
   h["w"] = {{"dtype", "I32"}, {"shape", {2, 2}}, {"data_offsets", {0, 16}}};
-  write_bytes(file, assemble(h, std::string(16, '\0')));
+  write_bytes(file, file_from(h, std::string(16, '\0')));
   refused({.strict = false, .convert = true}, {"grove does not convert I32 to F32"});
 }
 
@@ -303,7 +291,7 @@ TEST_CASE("checkpoint options: inspect lists every dtype of the specification", 
   }
   CHECK(names.size() == 20);
   const auto file = dir / "all.safetensors";
-  write_bytes(file, assemble(h, std::string(offset, '\0')));
+  write_bytes(file, file_from(h, std::string(offset, '\0')));
   const auto info = io::inspect(file);
   REQUIRE(info.tensors.size() == names.size());
   for (std::size_t i = 0; i < names.size(); ++i) {
@@ -313,7 +301,7 @@ TEST_CASE("checkpoint options: inspect lists every dtype of the specification", 
   // Three F6 elements are 18 bits: not a whole number of bytes.
   json bad;
   bad["x"] = {{"dtype", "F6_E3M2"}, {"shape", {3}}, {"data_offsets", {0, 2}}};
-  write_bytes(file, assemble(bad, std::string(2, '\0')));
+  write_bytes(file, file_from(bad, std::string(2, '\0')));
   CHECK_THROWS_WITH(io::inspect(file),
                     Catch::Contains("tensor \"x\": shape [3] of F6_E3M2 (6 bits each) does not "
                                     "fill a whole number of bytes"));
@@ -321,10 +309,10 @@ TEST_CASE("checkpoint options: inspect lists every dtype of the specification", 
   bad["x"] = {{"dtype", "F4"},
               {"shape", {std::uint64_t{1} << 32, std::uint64_t{1} << 32}},
               {"data_offsets", {0, 2}}};
-  write_bytes(file, assemble(bad, std::string(2, '\0')));
+  write_bytes(file, file_from(bad, std::string(2, '\0')));
   CHECK_THROWS_WITH(io::inspect(file), Catch::Contains("of F4 has more than 2^64 bytes"));
   bad["x"] = {{"dtype", "F4"}, {"shape", {std::uint64_t{1} << 63}}, {"data_offsets", {0, 2}}};
-  write_bytes(file, assemble(bad, std::string(2, '\0')));
+  write_bytes(file, file_from(bad, std::string(2, '\0')));
   CHECK_THROWS_WITH(io::inspect(file), Catch::Contains("needs 4611686018427387904 bytes"));
 }
 

@@ -22,13 +22,6 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-template <class T>
-std::string bytes_of(std::initializer_list<T> values) {
-  std::string out;
-  for (const T v : values) out.append(reinterpret_cast<const char*>(&v), sizeof(T));
-  return out;
-}
-
 struct Model {
   std::vector<Layer> layers;  // (2, 3) and (1, 2) w; b of 2 and 1
   std::int64_t step = 0;

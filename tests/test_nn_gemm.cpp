@@ -2,8 +2,8 @@
 //
 // On a CPU with AVX-512 this tests grove's own kernel (detail/sgemm_avx512.hpp), on one with AVX2
 // and FMA3 but not AVX-512 grove's AVX2 kernel (detail/sgemm_avx2.hpp), and Eigen's elsewhere;
-// the same file is also built with GROVE_NO_DISPATCH (test_nn_gemm_eigen), which tests Eigen's
-// kernel everywhere. The shapes cover every edge of the kernels' blocking: for the AVX-512 one
+// Eigen's kernel, which builds with GROVE_NO_DISPATCH run, is tested everywhere through
+// force_eigen_kernel(). The shapes cover every edge of the kernels' blocking: for the AVX-512 one
 // partial 32 x 12 blocks (and its narrower 8- and 4-column kernels), products of at most 16 rows
 // (its thin kernel, with every count of columns that its 12-, 8-, 4-, 2- and 1-column pieces
 // cover); for the AVX2 one partial 16 x 6 blocks (and its narrower 8-row and 4- and 2-column
@@ -648,6 +648,28 @@ TEST_CASE("The MLP's products against a double-precision product", "[nn][gemm]")
       check_shapes<false, true>(kEdgeShapes, threads, into);
       check_shapes<true, false>(kEdgeShapes, threads, into);
       check_shapes<true, true>(kEdgeShapes, threads, into);
+    }
+  }
+}
+
+TEST_CASE("The products through Eigen's kernel, as builds with GROVE_NO_DISPATCH run them",
+          "[nn][gemm]") {
+  // force_eigen_kernel() takes the path that GROVE_NO_DISPATCH compiles in alone (the header check
+  // compiles grove/nn.hpp with it): every float product through Eigen's kernel, at the edges of
+  // both grove kernels' blocks and of the thin products.
+  const KernelChoice eigen(d::bf16_kernel_override(), true);
+  CHECK(!d::uses_avx512_kernel<float>());
+  CHECK(!d::uses_avx2_kernel<float>());
+  CHECK(std::string(d::kernel_name<float>()) == "Eigen's GEMM kernel");
+  std::vector<Shape> shapes = kEdgeShapes;
+  for (const auto& more : {avx512_edge_shapes(), avx2_edge_shapes(), kThinShapes})
+    shapes.insert(shapes.end(), more.begin(), more.end());
+  for (const int threads : {1, 2, 3}) {
+    for (const d::Into into : {d::Into::add, d::Into::overwrite}) {
+      check_shapes<false, false>(shapes, threads, into);
+      check_shapes<false, true>(shapes, threads, into);
+      check_shapes<true, false>(shapes, threads, into);
+      check_shapes<true, true>(shapes, threads, into);
     }
   }
 }

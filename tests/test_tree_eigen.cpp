@@ -2,7 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <Eigen/Core>
-#include <grove/grove.hpp>
+#include <grove/tree/eigen.hpp>
 #include <map>
 #include <string>
 #include <tuple>

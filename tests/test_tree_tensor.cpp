@@ -3,7 +3,6 @@
 #include <catch2/catch.hpp>
 
 #include <Eigen/Core>
-#include <grove/grove.hpp>
 #include <grove/tree/tensor.hpp>
 #include <tuple>
 #include <type_traits>
