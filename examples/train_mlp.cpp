@@ -315,14 +315,11 @@ std::string model_text(const Options& o) {
 
 // --- training ------------------------------------------------------------------------------------
 
-// The group of devices a run trains on. Solo is one process on its own (no collectives); with
-// LocalDevices' devices or MPI ranks every device runs the same loop on its own copy of the
-// parameters, grove::parallel::train_step shards each batch and averages the gradients, and the
-// device of rank 0 (the leader) evaluates, prints, writes the metrics and saves the checkpoints.
-struct Solo {
-  int rank() const { return 0; }
-  int size() const { return 1; }
-};
+// The group of devices a run trains on: this process alone (grove::parallel::SingleDevice),
+// LocalDevices' devices or MPI ranks. Every device runs the same loop on its own copy of the
+// parameters, grove::parallel::train_step shards each batch and averages the gradients (on a
+// single device it is nn::train_step, plain SGD fused into the backward pass), and the device of
+// rank 0 (the leader) evaluates, prints, writes the metrics and saves the checkpoints.
 
 // What every device starts from: the parameters and optimizer state (fresh, or read from
 // --resume), the epochs already done and their metrics.
@@ -345,16 +342,6 @@ struct Setup {
   grove::random::Key dropout_key;         // fold_in(key(--seed), 2): the masks' keys' root
   bool progress_bar;                      // stdout is a terminal (and not mpirun's pseudo-one)
 };
-
-// One training step: nn::train_step, value_and_grad_into then the optimizer's update in place
-// (for plain SGD on a chain, the update fused into the backward pass).
-template <class Opt, class State>
-float solo_step(const Model& model, const Opt& optimizer, State& state, Params& params,
-                const auto& x, const auto& y, const grove::random::Key* key,
-                par::StepWorkspace<Params>& work) {
-  return nn::train_step(model, params, x, y, nn::softmax_cross_entropy, key, optimizer, state,
-                        work);
-}
 
 // --- the optimizer -------------------------------------------------------------------------------
 
@@ -469,9 +456,8 @@ int train_epochs(const Setup& setup, const Opt& optimizer, Start<State> start, C
   Params& params = start.params;
   State& state = start.state;
   std::vector<EpochMetrics>& history = start.history;
-  par::StepWorkspace<Params> work;  // the gradients and nn::Workspace every step reuses
-  if constexpr (!std::is_same_v<Comm, Solo>)
-    par::broadcast_inplace(params, comm, 0);  // every replica starts from rank 0's parameters
+  par::StepWorkspace<Params> work;          // the gradients and nn::Workspace every step reuses
+  par::broadcast_inplace(params, comm, 0);  // every replica starts from rank 0's parameters
   Eigen::MatrixXf xb(train_set.images.rows(), batch);
   Eigen::VectorXi yb(batch);
 
@@ -500,12 +486,8 @@ int train_epochs(const Setup& setup, const Opt& optimizer, Start<State> start, C
           grove::random::fold_in(setup.dropout_key, static_cast<std::uint32_t>(epoch)),
           static_cast<std::uint32_t>(step));
       const grove::random::Key* key = o.dropout > 0 ? &step_key : nullptr;
-      float loss;
-      if constexpr (std::is_same_v<Comm, Solo>)
-        loss = solo_step(setup.model, optimizer, state, params, x, y, key, work);
-      else
-        loss = par::train_step_on_shard(setup.model, params, x, y, nn::softmax_cross_entropy, key,
-                                        optimizer, state, comm, work);
+      const float loss = par::train_step_on_shard(
+          setup.model, params, x, y, nn::softmax_cross_entropy, key, optimizer, state, comm, work);
       loss_sum += static_cast<double>(loss) * static_cast<double>(size);
       if (tty)
         bar.update(static_cast<long>(step + 1), loss_sum / static_cast<double>(first + size));
@@ -622,8 +604,8 @@ int train(const Setup& setup, const Opt& optimizer, const Placement& where) {
   if (where.mpi) return train_epochs(setup, optimizer, std::move(start), *where.mpi);
 #endif
   if (where.devices == 1) {
-    Solo solo;
-    return train_epochs(setup, optimizer, std::move(start), solo);
+    par::SingleDevice one;
+    return train_epochs(setup, optimizer, std::move(start), one);
   }
   par::LocalDevices devices(where.devices, where.threads_per_device);
   // Each device trains its own copy (train_epochs takes `start` by value).

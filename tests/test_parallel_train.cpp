@@ -267,3 +267,56 @@ TEST_CASE("data-parallel training under the bf16 policy follows the single step 
     check(nn::adam(1e-2), 1e-1);
   }
 }
+
+TEST_CASE("SingleDevice: one device runs the data-parallel code as nn::train_step, bit for bit",
+          "[parallel][train][model]") {
+  static_assert(par::device_group<par::SingleDevice>);
+  par::SingleDevice one;
+  CHECK(one.rank() == 0);
+  CHECK(one.size() == 1);
+  // Its collectives leave a tree as it is, and still check it.
+  const Problem p = problem(12);
+  const auto same = [](const auto& a, const auto& b) { CHECK(a == b); };
+  grove::tree_for_each(same, par::psum(p.params, one), p.params);
+  auto copy = p.params;
+  par::broadcast_inplace(copy, one, 0);
+  grove::tree_for_each(same, copy, p.params);
+  CHECK_THROWS_WITH(
+      par::broadcast_inplace(copy, one, 1),
+      "grove::parallel::broadcast: root 1 is not a rank of this communicator (size 1)");
+  CHECK_THROWS_WITH(
+      one.broadcast(std::span<std::byte>{}, -1),
+      "grove::parallel::SingleDevice::broadcast: root -1 is not a device (there is 1)");
+
+  // parallel::train_step on it: nn::train_step's numbers, with sgd fused as there.
+  const auto model =
+      nn::sequential(nn::dense(20, 32), nn::swish, nn::dense(32, 32), nn::swish, nn::dense(32, 7));
+  const auto start = nn::init<float>(model, gr::key(3));
+  for (const bool adam : {false, true}) {
+    INFO((adam ? "adam" : "sgd"));
+    auto run = [&](auto&& step) {
+      auto params = start;
+      std::vector<float> losses;
+      if (adam) {
+        const auto opt = nn::adam(1e-2);
+        auto state = opt.init(params);
+        for (int s = 0; s < 3; ++s) losses.push_back(step(params, opt, state));
+      } else {
+        const auto opt = nn::sgd(0.1);
+        auto state = opt.init(params);
+        for (int s = 0; s < 3; ++s) losses.push_back(step(params, opt, state));
+      }
+      return std::pair{params, losses};
+    };
+    nn::StepWorkspace<std::remove_cvref_t<decltype(start)>> sws, pws;
+    const auto expected = run([&](auto& params, const auto& opt, auto& state) {
+      return nn::train_step(model, params, p.X, p.y, nn::softmax_cross_entropy, opt, state, sws);
+    });
+    const auto got = run([&](auto& params, const auto& opt, auto& state) {
+      return par::train_step(model, params, p.X, p.y, nn::softmax_cross_entropy, nullptr, opt,
+                             state, one, pws);
+    });
+    CHECK(got.second == expected.second);
+    grove::tree_for_each(same, got.first, expected.first);
+  }
+}

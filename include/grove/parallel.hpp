@@ -16,3 +16,4 @@
 #include "grove/parallel/collectives.hpp"
 #include "grove/parallel/communicator.hpp"
 #include "grove/parallel/local_devices.hpp"
+#include "grove/parallel/single_device.hpp"
