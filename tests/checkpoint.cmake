@@ -108,7 +108,6 @@ grove_doc_program(TARGET checkpoint_snippet TEST docs_checkpoint_program_output 
                   LIBRARIES nlohmann_json::nlohmann_json)
 
 # --- libFuzzer (optional): cmake -DCMAKE_CXX_COMPILER=clang++ -DGROVE_FUZZ=ON ----------------------
-option(GROVE_FUZZ "Build the checkpoint loader's libFuzzer target (needs Clang)" OFF)
 if(GROVE_FUZZ)
   if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
     message(FATAL_ERROR "GROVE_FUZZ needs Clang (libFuzzer); configure with -DCMAKE_CXX_COMPILER=clang++")

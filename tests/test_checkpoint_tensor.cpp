@@ -120,11 +120,7 @@ T element(const raw_file& f, const std::string& name, std::size_t k) {
 std::string assemble(const ordered_json& header, const std::string& data) {
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
-  std::string out(8, '\0');
-  const std::uint64_t n = text.size();
-  for (int i = 0; i < 8; ++i)
-    out[static_cast<std::size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
-  return out + text + data;
+  return ckpt_test::assemble(text, data);
 }
 
 template <class T>

@@ -382,6 +382,19 @@ std::vector<Shape> amx_edge_shapes() {
 const std::vector<Shape> kThinShapes = {{1, 1, 1},    {3, 7, 2},     {10, 128, 512}, {10, 29, 45},
                                         {16, 40, 33}, {15, 300, 17}, {9, 5, 1}};
 
+// Every shape with each operand transposed or not, into C by adding and by overwriting, on 1, 2
+// and 3 threads.
+void check_every_layout(const std::vector<Shape>& shapes) {
+  for (const int threads : {1, 2, 3}) {
+    for (const d::Into into : {d::Into::add, d::Into::overwrite}) {
+      check_shapes<false, false>(shapes, threads, into);
+      check_shapes<false, true>(shapes, threads, into);
+      check_shapes<true, false>(shapes, threads, into);
+      check_shapes<true, true>(shapes, threads, into);
+    }
+  }
+}
+
 // Sets bf16_kernel_override() and force_eigen_kernel() for a scope.
 class KernelChoice {
  public:
@@ -613,27 +626,13 @@ TEST_CASE("The kernels' blocking follows the cache sizes", "[nn][gemm]") {
 TEST_CASE("Products at the edges of the AVX-512 kernel's blocks", "[nn][gemm]") {
   INFO("products: " << d::kernel_name<float>());
   const std::vector<Shape> shapes = avx512_edge_shapes();
-  for (const int threads : {1, 2, 3}) {
-    for (const d::Into into : {d::Into::add, d::Into::overwrite}) {
-      check_shapes<false, false>(shapes, threads, into);
-      check_shapes<false, true>(shapes, threads, into);
-      check_shapes<true, false>(shapes, threads, into);
-      check_shapes<true, true>(shapes, threads, into);
-    }
-  }
+  check_every_layout(shapes);
 }
 
 TEST_CASE("Products at the edges of the AVX2 kernel's blocks", "[nn][gemm]") {
   INFO("products: " << d::kernel_name<float>());
   const std::vector<Shape> shapes = avx2_edge_shapes();
-  for (const int threads : {1, 2, 3}) {
-    for (const d::Into into : {d::Into::add, d::Into::overwrite}) {
-      check_shapes<false, false>(shapes, threads, into);
-      check_shapes<false, true>(shapes, threads, into);
-      check_shapes<true, false>(shapes, threads, into);
-      check_shapes<true, true>(shapes, threads, into);
-    }
-  }
+  check_every_layout(shapes);
 }
 
 TEST_CASE("The MLP's products against a double-precision product", "[nn][gemm]") {
@@ -642,14 +641,7 @@ TEST_CASE("The MLP's products against a double-precision product", "[nn][gemm]")
   CHECK(!d::uses_avx512_kernel<float>());
 #endif
   CHECK(!d::uses_avx512_kernel<double>());
-  for (const int threads : {1, 2, 3}) {
-    for (const d::Into into : {d::Into::add, d::Into::overwrite}) {
-      check_shapes<false, false>(kEdgeShapes, threads, into);
-      check_shapes<false, true>(kEdgeShapes, threads, into);
-      check_shapes<true, false>(kEdgeShapes, threads, into);
-      check_shapes<true, true>(kEdgeShapes, threads, into);
-    }
-  }
+  check_every_layout(kEdgeShapes);
 }
 
 TEST_CASE("The products through Eigen's kernel, as builds with GROVE_NO_DISPATCH run them",
@@ -664,14 +656,7 @@ TEST_CASE("The products through Eigen's kernel, as builds with GROVE_NO_DISPATCH
   std::vector<Shape> shapes = kEdgeShapes;
   for (const auto& more : {avx512_edge_shapes(), avx2_edge_shapes(), kThinShapes})
     shapes.insert(shapes.end(), more.begin(), more.end());
-  for (const int threads : {1, 2, 3}) {
-    for (const d::Into into : {d::Into::add, d::Into::overwrite}) {
-      check_shapes<false, false>(shapes, threads, into);
-      check_shapes<false, true>(shapes, threads, into);
-      check_shapes<true, false>(shapes, threads, into);
-      check_shapes<true, true>(shapes, threads, into);
-    }
-  }
+  check_every_layout(shapes);
 }
 
 TEST_CASE("The MLP network's own product shapes", "[nn][gemm]") {
