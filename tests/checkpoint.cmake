@@ -15,10 +15,11 @@ find_package(nlohmann_json 3 REQUIRED)
 #   test_tree_checkpoint       trees of users' structs, fields in any order
 #   test_checkpoint_resume     resuming a training run bit for bit (train_mlp's loop, grove::nn)
 #   test_optim_checkpoint      optimizer states saved and resumed
+#   test_io_atomic_write       io::write_atomically, which save() writes through
 grove_test(test_checkpoint test_checkpoint.cpp test_checkpoint_errors.cpp test_checkpoint_mutation.cpp
            test_checkpoint_tensor.cpp test_checkpoint_options.cpp test_checkpoint_shards.cpp
            test_checkpoint_layouts.cpp test_tree_checkpoint.cpp test_checkpoint_resume.cpp
-           test_optim_checkpoint.cpp)
+           test_optim_checkpoint.cpp test_io_atomic_write.cpp)
 target_link_libraries(test_checkpoint PRIVATE nlohmann_json::nlohmann_json)
 target_compile_definitions(test_checkpoint PRIVATE GROVE_PROJECT_VERSION="${PROJECT_VERSION}")
 # The index read in time and memory linear in its size, near the 100 MB cap (a counting allocator

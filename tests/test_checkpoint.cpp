@@ -434,21 +434,3 @@ TEST_CASE("checkpoint: a save killed at any moment leaves the previous checkpoin
   for (const auto& name : dir.entries())
     CHECK((name == "c.safetensors" || name.starts_with(".c.safetensors.tmp-")));
 }
-
-TEST_CASE("write_atomically: replaces a file's contents, or fails leaving it as it was") {
-  temp_dir dir;
-  const auto file = dir / "metrics.csv";
-  grove::io::write_atomically(file, "epoch\n1\n");
-  CHECK(read_bytes(file) == "epoch\n1\n");
-  grove::io::write_atomically(file, std::string(3 << 20, 'x'));  // larger than its buffer
-  CHECK(read_bytes(file) == std::string(3 << 20, 'x'));
-  grove::io::write_atomically(file, "");
-  CHECK(read_bytes(file).empty());
-  // Nothing but the file itself is left in the directory.
-  CHECK(dir.entries() == std::vector<std::string>{"metrics.csv"});
-
-  CHECK_THROWS_AS(grove::io::write_atomically(dir / "no-such-dir" / "f.csv", "x"),
-                  std::system_error);
-  CHECK_FALSE(std::filesystem::exists(dir / "no-such-dir"));
-  CHECK_THROWS_AS(grove::io::write_atomically(dir.path / "", "x"), std::invalid_argument);
-}
