@@ -9,8 +9,6 @@
 #include <catch2/catch.hpp>
 #include <grove/nn.hpp>
 #include <grove/optim.hpp>
-#include <mutex>
-#include <set>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -21,6 +19,7 @@
 
 #include "nn_fixtures.hpp"
 #include "optim_fixtures.hpp"
+#include "thread_probe.hpp"
 
 namespace nn = grove::nn;
 namespace rnd = grove::random;
@@ -381,14 +380,7 @@ TEST_CASE("Initialising large weights follows the program's thread setting",
   const int before_omp = omp_get_max_threads();
   const int before_eigen = Eigen::nbThreads();
   auto threads_used = [] {
-    std::mutex mutex;
-    std::set<std::thread::id> ids;
-    rd::parallel_chunks(rd::automatic_threading_threshold, rd::schedule{0, 0},
-                        [&](std::uint64_t, std::uint64_t) {
-                          const std::lock_guard<std::mutex> lock(mutex);
-                          ids.insert(std::this_thread::get_id());
-                        });
-    return ids.size();
+    return thread_probe::threads_used(rd::automatic_threading_threshold, 0);
   };
   omp_set_num_threads(1);
   CHECK(grove::detail::requested_threads() == 1);

@@ -9,14 +9,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "grove/random.hpp"
+#include "thread_probe.hpp"
 
 namespace gr = grove::random;
 namespace detail = grove::random::detail;
@@ -88,16 +87,8 @@ TEST_CASE("determinism: thread counts and chunk sizes do not change a bit",
 
 namespace {
 
-// The threads that parallel_chunks ran a request's chunks on.
 std::size_t threads_used(std::uint64_t units, const gr::thread_options& opt) {
-  std::mutex mutex;
-  std::set<std::thread::id> ids;
-  detail::parallel_chunks(units, detail::schedule{opt.threads, 0},
-                          [&](std::uint64_t, std::uint64_t) {
-                            const std::lock_guard<std::mutex> lock(mutex);
-                            ids.insert(std::this_thread::get_id());
-                          });
-  return ids.size();
+  return thread_probe::threads_used(units, opt.threads);
 }
 
 // Sets an environment variable for a scope, and restores it.

@@ -26,9 +26,9 @@ inline auto sgd(Schedule learning_rate) {
 /// in a pass may fuse into it (nn::train_step does, in the backward pass). optim answers this, not
 /// its users, so that a change in how sgd is built cannot silently turn such a fusion off.
 template <class Opt, class State>
-inline constexpr bool is_plain_sgd_v =
-    std::is_same_v<std::remove_cvref_t<Opt>, decltype(sgd(std::declval<Schedule>()))>&&
-        std::is_same_v<std::remove_cvref_t<State>, std::tuple<ScaleByScheduleState>>;
+inline constexpr bool is_plain_sgd_v = std::conjunction_v<
+    std::is_same<std::remove_cvref_t<Opt>, decltype(sgd(std::declval<Schedule>()))>,
+    std::is_same<std::remove_cvref_t<State>, std::tuple<ScaleByScheduleState>>>;
 
 /// The step size that plain SGD's next step takes (learning_rate(count)), checked as its step
 /// checks it: grove::argument_error for a count that cannot advance or a learning rate that is not

@@ -20,7 +20,6 @@
 #include "grove/nn/detail/gemm.hpp"
 #include "grove/nn/layer.hpp"
 #include "grove/nn/workspace.hpp"
-#include "grove/random.hpp"
 #include "grove/tree.hpp"
 
 namespace grove::nn::detail {
