@@ -13,6 +13,7 @@ layer_of() {
     grove/random.hpp | grove/random/*) echo random ;;
     grove/optim.hpp | grove/optim/*) echo optim ;;
     grove/io/*) echo io ;;
+    grove/data.hpp | grove/data/*) echo data ;;
     grove/parallel/train.hpp) echo joins ;;
     grove/mpi.hpp | grove/parallel.hpp | grove/parallel/*) echo parallel ;;
     grove/nn.hpp | grove/nn/*) echo nn ;;
@@ -28,9 +29,10 @@ allowed() {
     tree | random) echo "core $1" ;;
     optim | parallel) echo "core tree $1" ;;
     io) echo "core tree random io" ;;
+    data) echo "core tree random io data" ;;
     nn) echo "core tree random optim nn" ;;
-    joins) echo "core tree random optim io parallel nn joins" ;;
-    umbrella) echo "core tree random optim io parallel nn joins" ;;
+    joins) echo "core tree random optim io data parallel nn joins" ;;
+    umbrella) echo "core tree random optim io data parallel nn joins" ;;
     *) echo "" ;;
   esac
 }
@@ -58,7 +60,7 @@ done < <(find grove -name '*.hpp' | sort)
 
 # A layer's internals (namespace grove::LAYER::detail) are its own: another layer calls its public
 # hooks. The tree core's grove::detail is shared by every layer, as are core's headers.
-for layer in random optim io parallel nn; do
+for layer in random optim io data parallel nn; do
   while IFS= read -r hit; do
     echo "check-layers: ${hit%%:*} uses ${layer}::detail:: outside grove/$layer/ ($(echo "${hit#*:}" | sed -E 's/^[0-9]+:[[:space:]]*//'))" >&2
     status=1

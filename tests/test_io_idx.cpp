@@ -16,27 +16,14 @@
 #include <system_error>
 #include <vector>
 
+#include "temp_dir.hpp"
+
 namespace fs = std::filesystem;
 namespace io = grove::io;
 using Catch::Matchers::Contains;
 using Bytes = std::vector<std::uint8_t>;
 
 namespace {
-// A fresh directory, removed with its files at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("grove_test_idx_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  fs::path operator/(const std::string& name) const { return path / name; }
-};
 
 void write_plain(const fs::path& file, const Bytes& bytes) {
   std::ofstream out(file, std::ios::binary);

@@ -5,6 +5,7 @@
 // and the test checks it on the main thread.)
 #include <catch2/catch.hpp>
 
+#include <grove/data/batches.hpp>
 #include <grove/nn.hpp>
 #include <grove/parallel.hpp>
 #include <grove/parallel/train.hpp>
@@ -318,5 +319,23 @@ TEST_CASE("SingleDevice: one device runs the data-parallel code as nn::train_ste
     });
     CHECK(got.second == expected.second);
     grove::tree_for_each(same, got.first, expected.first);
+  }
+}
+
+TEST_CASE("grove::data's shards are parallel::shard's", "[parallel][data]") {
+  // Every batch size up to 40 over 1 to 7 devices: each device's batch from data::batches starts
+  // and ends where parallel::shard puts it, so train_step_on_shard weights it right.
+  for (Eigen::Index n = 1; n <= 40; ++n) {
+    grove::data::Dataset<float> d{Eigen::MatrixXf::Zero(1, n), Eigen::VectorXi::Zero(n)};
+    for (int count = 1; count <= 7; ++count)
+      for (int rank = 0; rank < count; ++rank) {
+        const auto expected = par::shard(n, rank, count);
+        for (const auto& b :
+             grove::data::batches(d, n, gr::key(0), {.shard_index = rank, .shard_count = count})) {
+          CHECK(b.offset == expected.begin);
+          CHECK(b.inputs.cols() == expected.size);
+          CHECK(b.targets.size() == expected.size);
+        }
+      }
   }
 }
