@@ -30,6 +30,21 @@ if(GROVE_BUILD_TESTS AND EXISTS ${_grove_diabetes})
   set_tests_properties(regression_fits PROPERTIES PASS_REGULAR_EXPRESSION "R\\^2 0\\.[3-9]")
 endif()
 
+# tabular: a classifier on a CSV file (by default the affairs survey that Debian's
+# python3-statsmodels ships), its data path all grove::data. python3-statsmodels is in
+# scripts/packages.txt, so a missing file fails the test rather than skipping it.
+grove_example(tabular tabular.cpp)
+target_link_libraries(tabular PRIVATE CLI11::CLI11)
+grove_nn_target(tabular)
+if(GROVE_BUILD_TESTS)
+  # The default fit must beat always answering the majority class (66.3% of the test set; it
+  # reaches 71-72%), with and without prefetching.
+  add_test(NAME tabular_fits COMMAND tabular)
+  add_test(NAME tabular_fits_prefetch COMMAND tabular --prefetch)
+  set_tests_properties(tabular_fits tabular_fits_prefetch PROPERTIES PASS_REGULAR_EXPRESSION
+                       "test accuracy (6[89]|7[0-9])\\.[0-9]+% \\(always the majority class: 66\\.30%\\)")
+endif()
+
 # --- tests of train_mlp itself, with the tests, when Fashion-MNIST is installed -----------------
 set(_grove_fmnist /usr/share/datasets/fashion-mnist)
 if(NOT GROVE_BUILD_TESTS OR NOT EXISTS ${_grove_fmnist})

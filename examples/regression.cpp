@@ -6,54 +6,26 @@
 //   regression                          # 10-16-16-1 swish MLP, adam, 60 epochs
 //   regression --epochs 100 --hidden 32 --seed 1
 //
-// The examples are split once, with grove::random::permutation of --seed's key, into 354 for
+// The examples are split once, with grove::data::random_split of --seed's key, into 354 for
 // training and 88 for testing; features and target are standardized with the training set's
-// means and standard deviations. Each step is nn::train_step with nn::mse; the test error is
-// reported in the target's own units, next to what predicting the training mean would give, and
-// as R^2 (1 - the model's squared error / the mean's).
-#include <zlib.h>
-
+// means and standard deviations (grove::data::fit_standardizer). Each epoch's batches come from
+// grove::data::batches, each step is nn::train_step with nn::mse; the test error is reported in
+// the target's own units, next to what predicting the training mean would give, and as R^2
+// (1 - the model's squared error / the mean's).
 #include <CLI/CLI.hpp>
 #include <Eigen/Core>
 #include <cmath>
 #include <cstdio>
+#include <grove/data.hpp>
+#include <grove/data/csv_gz.hpp>
 #include <grove/nn.hpp>
-#include <sstream>
-#include <stdexcept>
 #include <string>
-#include <vector>
 
+namespace data = grove::data;
 namespace nn = grove::nn;
 
 namespace {
-
 constexpr const char* kDefaultData = "/usr/lib/python3/dist-packages/sklearn/datasets/data";
-
-// The numbers of a gzip-compressed text file (spaces, commas or newlines between them).
-std::vector<double> read_numbers(const std::string& path) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (!f)
-    throw std::runtime_error("cannot open " + path +
-                             " (Debian's python3-sklearn installs it: apt-get install "
-                             "python3-sklearn, or pass --data DIR)");
-  std::string text;
-  char buffer[1 << 14];
-  int n;
-  while ((n = gzread(f, buffer, sizeof buffer)) > 0)
-    text.append(buffer, static_cast<std::size_t>(n));
-  const bool failed = n < 0;
-  gzclose(f);
-  if (failed) throw std::runtime_error(path + " is not a readable gzip file");
-  for (char& c : text)
-    if (c == ',') c = ' ';
-  std::istringstream in(text);
-  std::vector<double> values;
-  double v;
-  while (in >> v) values.push_back(v);
-  if (!in.eof()) throw std::runtime_error(path + " holds something that is not a number");
-  return values;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -83,55 +55,46 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
-  std::vector<double> raw, target;
+  // The patients: one row each, measurements separated by spaces; the targets in a file of their
+  // own, in the same order.
+  data::Dataset<double, Eigen::MatrixXd> all;
   try {
-    raw = read_numbers(data + "/diabetes_data_raw.csv.gz");
-    target = read_numbers(data + "/diabetes_target.csv.gz");
+    const data::csv_options numbers{.delimiter = ' ', .header = data::csv_header::absent};
+    all.inputs = data::read_csv_gz<double>(data + "/diabetes_data_raw.csv.gz", numbers).inputs;
+    all.targets = data::read_csv_gz<double>(data + "/diabetes_target.csv.gz", numbers).inputs;
+    data::check_dataset(all, "regression");
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "regression: %s\n", e.what());
+    std::fprintf(stderr,
+                 "regression: %s\n(Debian's python3-sklearn installs the data: apt-get install "
+                 "python3-sklearn, or pass --data DIR)\n",
+                 e.what());
     return 1;
   }
-  constexpr Eigen::Index features = 10;
-  const auto n = static_cast<Eigen::Index>(target.size());
-  if (n < 10 || static_cast<Eigen::Index>(raw.size()) != n * features) {
-    std::fprintf(stderr, "regression: expected %ld x %ld measurements for %ld targets, got %zu\n",
-                 static_cast<long>(n), static_cast<long>(features), static_cast<long>(n),
-                 raw.size());
+  const Eigen::Index features = all.features(), n = all.size();
+  if (n < 10 || all.targets.rows() != 1) {
+    std::fprintf(stderr,
+                 "regression: expected one target and at least 10 patients, got %ld and %ld\n",
+                 static_cast<long>(all.targets.rows()), static_cast<long>(n));
     return 1;
   }
-  // Columns are examples: the file's rows, one patient each.
-  const Eigen::MatrixXd all_x = Eigen::Map<const Eigen::MatrixXd>(raw.data(), features, n);
-  const Eigen::RowVectorXd all_y = Eigen::Map<const Eigen::RowVectorXd>(target.data(), n);
 
   const auto [split_key, init_key, data_key] = [&] {
     const auto k = grove::random::split(grove::random::key(seed), 3);
     return std::tuple{k[0], k[1], k[2]};
   }();
-  const auto order = grove::random::permutation(split_key, n);
-  const Eigen::Index n_test = n / 5, n_train = n - n_test;
-  Eigen::MatrixXd x_train(features, n_train), x_test(features, n_test);
-  Eigen::RowVectorXd y_train(n_train), y_test(n_test);
-  for (Eigen::Index i = 0; i < n; ++i) {
-    const Eigen::Index j = order(i);
-    if (i < n_train) {
-      x_train.col(i) = all_x.col(j);
-      y_train(i) = all_y(j);
-    } else {
-      x_test.col(i - n_train) = all_x.col(j);
-      y_test(i - n_train) = all_y(j);
-    }
-  }
+  auto [train, test] = data::random_split(all, n - n / 5, split_key);
   // Standardize with the training set's statistics.
-  const Eigen::VectorXd mean = x_train.rowwise().mean();
-  const Eigen::VectorXd sd =
-      ((x_train.colwise() - mean).array().square().rowwise().mean()).sqrt().matrix();
-  const double y_mean = y_train.mean();
-  const double y_sd = std::sqrt((y_train.array() - y_mean).square().mean());
-  auto standardize = [&](const Eigen::MatrixXd& x) -> Eigen::MatrixXf {
-    return ((x.colwise() - mean).array().colwise() / sd.array()).matrix().cast<float>();
-  };
-  const Eigen::MatrixXf xs_train = standardize(x_train), xs_test = standardize(x_test);
-  const Eigen::MatrixXf ys_train = ((y_train.array() - y_mean) / y_sd).matrix().cast<float>();
+  const auto x_scale = data::fit_standardizer(train.inputs);
+  const auto y_scale = data::fit_standardizer(train.targets);
+  const Eigen::MatrixXd y_test = test.targets;
+  x_scale.apply_inplace(train.inputs);
+  x_scale.apply_inplace(test.inputs);
+  y_scale.apply_inplace(train.targets);
+  const data::Dataset<float, Eigen::MatrixXf> train_set{train.inputs.cast<float>(),
+                                                        train.targets.cast<float>()};
+  const Eigen::MatrixXf xs_test = test.inputs.cast<float>();
+  const Eigen::Index n_train = train_set.size(), n_test = xs_test.cols();
+  const double y_mean = y_scale.mean(0);
 
   const auto model = nn::sequential(nn::dense(features, hidden), nn::swish,
                                     nn::dense(hidden, hidden), nn::swish, nn::dense(hidden, 1));
@@ -143,8 +106,9 @@ int main(int argc, char** argv) {
   Eigen::MatrixXf prediction;
   auto test_rmse = [&] {
     nn::apply_into(model, params, xs_test, prediction, eval);
-    const Eigen::ArrayXd p = (prediction.row(0).cast<double>().array() * y_sd + y_mean).transpose();
-    return std::sqrt((p - y_test.transpose().array()).square().mean());
+    Eigen::MatrixXd p = prediction.cast<double>();
+    y_scale.invert_inplace(p);
+    return std::sqrt((p - y_test).array().square().mean());
   };
   const double baseline = std::sqrt((y_test.array() - y_mean).square().mean());
   std::printf(
@@ -155,21 +119,12 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(seed));
 
   const Eigen::Index batch = std::min<Eigen::Index>(batch_size, n_train);
-  Eigen::MatrixXf xb(features, batch), yb(1, batch);
   for (int epoch = 1; epoch <= epochs; ++epoch) {
-    const auto perm = grove::random::permutation(
-        grove::random::fold_in(data_key, static_cast<std::uint32_t>(epoch)), n_train);
     double loss_sum = 0;
-    for (Eigen::Index first = 0; first < n_train; first += batch) {
-      const Eigen::Index size = std::min(batch, n_train - first);
-      for (Eigen::Index j = 0; j < size; ++j) {
-        xb.col(j) = xs_train.col(perm(first + j));
-        yb(0, j) = ys_train(0, perm(first + j));
-      }
-      loss_sum +=
-          size * static_cast<double>(nn::train_step(model, params, xb.leftCols(size),
-                                                    yb.leftCols(size), nn::mse, opt, state, work));
-    }
+    for (const auto& b : data::batches(train_set, batch, data::epoch_key(data_key, epoch)))
+      loss_sum += static_cast<double>(b.size) *
+                  static_cast<double>(nn::train_step(model, params, b.inputs, b.targets, nn::mse,
+                                                     opt, state, work));
     if (!std::isfinite(loss_sum)) {
       std::fprintf(stderr, "regression: the loss diverged (try a smaller --lr)\n");
       return 1;

@@ -33,9 +33,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <grove/data.hpp>
+#include <grove/data/idx.hpp>
 #include <grove/io/atomic_write.hpp>
 #include <grove/io/checkpoint.hpp>
-#include <grove/io/idx.hpp>
 #include <grove/nn.hpp>
 #include <grove/optim.hpp>
 #include <grove/parallel.hpp>
@@ -87,6 +88,7 @@ struct Options {
   std::optional<double> lr;
   double lr_decay = 0.9;
   bool standardize = true;
+  bool prefetch = false;  // gather the next batch on a thread of its own (grove::data)
   std::string optimizer = "adam";
   std::optional<double> weight_decay;  // adamw only; optax's default when not given
   std::optional<double> clip_norm;
@@ -334,7 +336,7 @@ struct Start {
 struct Setup {
   const Options& options;
   const Model& model;
-  const io::MnistSplits<float>& data;
+  const grove::data::mnist_splits<float>& data;
   std::string description;                // optimizer and learning rate, for the first line
   std::string devices;                    // "1 thread", "2 local devices of 1 thread", ...
   io::metadata settings;                  // what a checkpoint records (run_settings)
@@ -458,39 +460,33 @@ int train_epochs(const Setup& setup, const Opt& optimizer, Start<State> start, C
   std::vector<EpochMetrics>& history = start.history;
   par::StepWorkspace<Params> work;          // the gradients and nn::Workspace every step reuses
   par::broadcast_inplace(params, comm, 0);  // every replica starts from rank 0's parameters
-  Eigen::MatrixXf xb(train_set.images.rows(), batch);
-  Eigen::VectorXi yb(batch);
 
   double total_seconds = 0;
   for (int epoch = start.epochs_done + 1; epoch <= o.epochs; ++epoch) {
     const auto t0 = std::chrono::steady_clock::now();
-    const auto perm = grove::random::permutation(
-        grove::random::fold_in(setup.data_key, static_cast<std::uint32_t>(epoch)), n);
     grove_examples::ProgressBar bar(
         stdout, "epoch " + std::to_string(epoch) + "/" + std::to_string(o.epochs),
         static_cast<long>(steps), static_cast<long>(batch));
     double loss_sum = 0;
-    for (Eigen::Index step = 0; step < steps; ++step) {
-      const Eigen::Index first = step * batch, size = std::min(batch, n - first);
-      // Every device gathers only its own shard of the batch's columns.
-      const par::Shard mine = par::shard(size, comm.rank(), comm.size());
-      for (Eigen::Index j = 0; j < mine.size; ++j) {
-        const Eigen::Index i = perm(first + mine.begin + j);
-        xb.col(j) = train_set.images.col(i);
-        yb(j) = train_set.labels(i);
-      }
-      const auto x = xb.leftCols(mine.size);
-      const auto y = yb.head(mine.size);
+    // Every device gathers only its own shard of each batch's columns.
+    for (const auto& b :
+         grove::data::batches(train_set, batch, grove::data::epoch_key(setup.data_key, epoch),
+                              {.shard_index = static_cast<int>(comm.rank()),
+                              .shard_count = static_cast<int>(comm.size()),
+                              .prefetch = o.prefetch})) {
+      const Eigen::Index step = b.index;
       // Dropout's key for this step (none without dropout).
       const grove::random::Key step_key = grove::random::fold_in(
           grove::random::fold_in(setup.dropout_key, static_cast<std::uint32_t>(epoch)),
           static_cast<std::uint32_t>(step));
       const grove::random::Key* key = o.dropout > 0 ? &step_key : nullptr;
-      const float loss = par::train_step_on_shard(
-          setup.model, params, x, y, nn::softmax_cross_entropy, key, optimizer, state, comm, work);
-      loss_sum += static_cast<double>(loss) * static_cast<double>(size);
+      const float loss =
+          par::train_step_on_shard(setup.model, params, b.inputs, b.targets,
+                                   nn::softmax_cross_entropy, key, optimizer, state, comm, work);
+      loss_sum += static_cast<double>(loss) * static_cast<double>(b.size);
       if (tty)
-        bar.update(static_cast<long>(step + 1), loss_sum / static_cast<double>(first + size));
+        bar.update(static_cast<long>(step + 1),
+                   loss_sum / static_cast<double>(std::min(n, (step + 1) * batch)));
     }
     const double train_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -503,7 +499,7 @@ int train_epochs(const Setup& setup, const Opt& optimizer, Start<State> start, C
     if (!leader) continue;  // the others go on to the next epoch and wait there for the leader
 
     const auto [test_loss, test_accuracy] =
-        nn::evaluate(setup.model, params, test_set.images, test_set.labels, work.ws);
+        nn::evaluate(setup.model, params, test_set.inputs, test_set.targets, work.ws);
     if (!std::isfinite(test_loss) || !std::isfinite(test_accuracy)) {
       // The last update made the loss non-finite: nothing of this epoch is printed or written.
       // Thrown, so that under MPI the ranks waiting for this one are ended too.
@@ -579,7 +575,7 @@ int train(const Setup& setup, const Opt& optimizer, const Placement& where) {
         "train_mlp: %ld training and %ld test images of %ld pixels; MLP %s, %s, batch "
         "%d, %d epoch%s, seed %llu, %s\n",
         static_cast<long>(train_set.size()), static_cast<long>(test_set.size()),
-        static_cast<long>(train_set.images.rows()), model_text(o).c_str(),
+        static_cast<long>(train_set.inputs.rows()), model_text(o).c_str(),
         setup.description.c_str(), o.batch_size, o.epochs, o.epochs == 1 ? "" : "s",
         static_cast<unsigned long long>(o.seed), setup.devices.c_str());
     if (o.precision == "bf16")
@@ -1032,17 +1028,17 @@ std::string address_space_note() {
 
 // What must hold of the dataset before training: images to train on and to test on, pixels in
 // each, as many as --layers expects. Empty when it holds.
-std::string dataset_problem(const io::MnistSplits<float>& data, const Options& o) {
+std::string dataset_problem(const grove::data::mnist_splits<float>& data, const Options& o) {
   const auto& [train, test] = data;
   const std::string dir = "--data " + o.data + ": ";
   if (train.size() == 0) return dir + "the training set has no images";
   if (test.size() == 0) return dir + "the test set has no images";
-  if (train.images.rows() == 0) return dir + "the images have no pixels";
-  if (train.images.rows() != test.images.rows())
-    return dir + "the training images have " + std::to_string(train.images.rows()) +
-           " pixels, the test images " + std::to_string(test.images.rows());
-  if (train.images.rows() != o.layers.front())
-    return dir + "the images have " + std::to_string(train.images.rows()) +
+  if (train.inputs.rows() == 0) return dir + "the images have no pixels";
+  if (train.inputs.rows() != test.inputs.rows())
+    return dir + "the training images have " + std::to_string(train.inputs.rows()) +
+           " pixels, the test images " + std::to_string(test.inputs.rows());
+  if (train.inputs.rows() != o.layers.front())
+    return dir + "the images have " + std::to_string(train.inputs.rows()) +
            " pixels, but --layers starts with " + std::to_string(o.layers.front());
   return {};
 }
@@ -1103,7 +1099,7 @@ int fail_alone(int status, int rank, int ranks, const std::string& message) {
 // rank computes, and the sizes of the dataset it read. A flag added to train_mlp that changes the
 // computation belongs here too.
 std::vector<std::pair<std::string, std::string>> shared_settings(
-    const Options& o, double lr, const io::MnistSplits<float>& data) {
+    const Options& o, double lr, const grove::data::mnist_splits<float>& data) {
   return {{"--epochs", std::to_string(o.epochs)},
           {"--batch-size", std::to_string(o.batch_size)},
           {"--data", o.data},
@@ -1125,7 +1121,7 @@ std::vector<std::pair<std::string, std::string>> shared_settings(
           {"--resume", o.resume.empty() ? "none" : o.resume},
           {"training images", std::to_string(data.train.size())},
           {"test images", std::to_string(data.test.size())},
-          {"pixels per image", std::to_string(data.train.images.rows())}};
+          {"pixels per image", std::to_string(data.train.inputs.rows())}};
 }
 
 // Every rank's `text`, on every rank (one MPI_Allgather of the lengths, one MPI_Allgatherv).
@@ -1361,6 +1357,11 @@ int main(int argc, char** argv) {
   app.add_flag("--standardize,!--no-standardize", o.standardize,
                "Standardize the pixels with the training set's mean and standard deviation (the "
                "default), or leave them in [0, 1]");
+  app.add_flag("--prefetch,!--no-prefetch", o.prefetch,
+               "Gather each next batch on a thread of its own while the current one trains "
+               "(grove::data's prefetch); off by default: with as many threads training as cores, "
+               "the gathering thread takes a core from them")
+      ->capture_default_str();
   app.add_option("--seed", o.seed,
                  "Seed of the key that initialises the network and shuffles the batches")
       ->check(whole_number<std::uint64_t>())
@@ -1500,10 +1501,10 @@ int main(int argc, char** argv) {
     }
     o.metrics = plot_metrics->path;
   }
-  io::MnistSplits<float> data;
+  grove::data::mnist_splits<float> data;
   try {
     const auto t0 = std::chrono::steady_clock::now();
-    data = io::load_mnist<float>(o.data);
+    data = grove::data::load_mnist<float>(o.data);
     if (rank == 0)
       std::printf("train_mlp: read %s in %.1f s", o.data.c_str(),
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -1530,14 +1531,14 @@ int main(int argc, char** argv) {
   }
   if (o.standardize) {
     // One mean and one standard deviation for all pixels, from the training set only.
-    const double mean = data.train.images.cast<double>().mean();
-    const double sd = std::sqrt((data.train.images.cast<double>().array() - mean).square().mean());
+    const double mean = data.train.inputs.cast<double>().mean();
+    const double sd = std::sqrt((data.train.inputs.cast<double>().array() - mean).square().mean());
     if (const auto problem = standardize_problem(mean, sd); !problem.empty()) {
       if (rank == 0) std::printf("\n");
       fail("%s\n", problem.c_str());
       return fail_alone(1, rank, ranks, problem);
     }
-    for (auto* images : {&data.train.images, &data.test.images})
+    for (auto* images : {&data.train.inputs, &data.test.inputs})
       images->array() = (images->array() - static_cast<float>(mean)) / static_cast<float>(sd);
     if (rank == 0)
       std::printf("; pixels standardized with mean %.4f and standard deviation %.4f", mean, sd);
