@@ -77,7 +77,7 @@ if [ "$type" != Release ]; then
 fi
 # bench_precision exists where configuring found oneDNN (bench/precision.cmake); its package is
 # in scripts/packages.txt, so only a build directory configured without it lacks it.
-targets=(bench_tree bench_random bench_nn bench_parallel)
+targets=(bench_tree bench_random bench_nn bench_parallel bench_data)
 # The main job against JAX's runs train_mlp (an example; only that one is built).
 main_job=0
 if grep -q '^GROVE_BUILD_EXAMPLES:BOOL=ON' "$build/CMakeCache.txt"; then
@@ -94,7 +94,7 @@ cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 bin=$build/bench
 out=${out:-$build/bench-results}
 mkdir -p "$out/logs"
-rm -f "$out"/{tree,tree_torch,random,nn,nn_torch,nn_jax,main_jax,parallel,precision,precision_torch}.json \
+rm -f "$out"/{tree,tree_torch,random,nn,nn_torch,nn_jax,main_jax,parallel,precision,precision_torch,data}.json \
   "$out"/parallel.rank*.json
 
 echo "== $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -116,6 +116,7 @@ if [ $quick = 1 ]; then
   precision_args=(--benchmark_min_time=0.05
     '--benchmark_filter=^precision_(products/[a-z0-9_]+/batch:128/threads:1|peak/.*)$')
   main_job_args=(--epochs 1)
+  gb data bench_data --benchmark_min_time=0.01 '--benchmark_filter=^(data_epoch/examples:12800|npy_read)'
 else
   gb tree bench_tree
   py_seconds=(--seconds 0.5)
@@ -126,6 +127,7 @@ else
   # changing load then weighs on grove's and oneDNN's products alike.
   precision_args=(--benchmark_repetitions=3 --benchmark_enable_random_interleaving=true)
   main_job_args=()
+  gb data bench_data --benchmark_repetitions=3
 fi
 # oneDNN picks the widest instruction set the CPU has (AMX's tiles where present), as grove's bf16
 # products do (its AMX kernel), and so does the oneDNN inside PyTorch's autocast step. A caller's

@@ -24,6 +24,9 @@ report says so):
                                                register-only peaks
   precision_torch  bench/torch_step.py         PyTorch's autocast bf16 step vs its f32 step
   .json            --autocast
+  data.json        bench_data                  epochs of the main job's training fed by
+                                               grove::data's batches (with and without prefetch)
+                                               vs precomputed batches; load_npy vs dd
 
 Every ratio is grove's time over the baseline's, measured in the same run: below 1, grove is
 faster (for random numbers, 1 / ratio is grove's speed-up over std). The precision family's
@@ -50,7 +53,8 @@ TITLES = {"tree": "Pytrees (CPU time per call)",
           "random": "Random numbers (time per 10^7 float32 values)",
           "mlp": "The MLP step [784, 512, 512, 10], float32",
           "allreduce": "Allreduce of the MLP's gradients, mpirun -np 2",
-          "precision": "bf16 mixed precision: the MLP step's 8 products, peaks, PyTorch autocast"}
+          "precision": "bf16 mixed precision: the MLP step's 8 products, peaks, PyTorch autocast",
+          "data": "grove::data: the data path in the main job's epochs; reading .npy"}
 UNIT_SCALE = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}  # to microseconds
 
 
@@ -232,6 +236,26 @@ def allreduce_rows(results, notes):
         rows.append(row("allreduce", "psum_inplace of the MLP's gradients (median)",
                         b["pytree_ms"], "bare MPI_Allreduce, as many floats", b["bare_ms"], "ms",
                         1 + b["overhead_%"] / 100, "ratio: median of paired ratios"))
+    return rows
+
+
+def data_rows(results, notes):
+    data = load(results, "data.json")
+    if data is None:
+        notes.append("data: no data.json (bench_data did not run)")
+        return []
+    rows = []
+    for name, b in iterations(data).items():
+        if name.startswith("data_epoch/") and "precomputed_ms" in b:
+            examples = name.split(":")[-1]
+            for path, what in [("batches", "data::batches"), ("prefetch", "data::batches, prefetch")]:
+                rows.append(row("data", f"an epoch of {examples} examples, {what}",
+                                b[f"{path}_ms"], "precomputed batches", b["precomputed_ms"], "ms",
+                                b[f"{path}/precomputed"], "target: at most 1.02"))
+        elif name.startswith("npy_read/") and "grove_MBps" in b:
+            rows.append(row("data", "load_npy<float> of a 100 MB .npy (MB/s)", b["grove_MBps"],
+                            "dd bs=1M of the same file", b["dd_MBps"], "MB/s",
+                            1 / b["grove/dd"], "time ratio; target: at most 2"))
     return rows
 
 
@@ -454,7 +478,8 @@ def main():
     families = {"tree": tree_rows(args.results, notes), "random": random_rows(args.results, notes),
                 "mlp": mlp_rows(args.results, notes) + jax_rows(args.results, notes),
                 "allreduce": allreduce_rows(args.results, notes),
-                "precision": precision_rows(args.results, notes)}
+                "precision": precision_rows(args.results, notes),
+                "data": data_rows(args.results, notes)}
     for note in notes:
         print(f"note: {note}")
     written = []
