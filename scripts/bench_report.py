@@ -247,7 +247,7 @@ def data_rows(results, notes):
     rows = []
     for name, b in iterations(data).items():
         if name.startswith("data_epoch/") and "precomputed_ms" in b:
-            examples = name.split(":")[-1]
+            examples = name.split("examples:")[-1].split("/")[0]
             for path, what in [("batches", "data::batches"), ("prefetch", "data::batches, prefetch")]:
                 rows.append(row("data", f"an epoch of {examples} examples, {what}",
                                 b[f"{path}_ms"], "precomputed batches", b["precomputed_ms"], "ms",

@@ -40,8 +40,6 @@
 // that is transposed once); any other is read into an NpyArray and converted.
 #pragma once
 
-#include <sys/mman.h>
-
 #include <Eigen/Core>
 #include <algorithm>
 #include <cstddef>
@@ -245,23 +243,6 @@ inline NpyArray npy_from_bytes(std::vector<std::byte>&& buffer, const npy_where&
   return a;
 }
 
-// Asks the kernel to back a large buffer about to be filled with huge pages: the first touch of
-// each 4 KiB page of a fresh allocation otherwise costs a page fault, which for a read from the
-// page cache takes longer than the copy itself. Only a hint: nothing changes if it is refused.
-inline void prefer_huge_pages(void* data, std::uint64_t bytes) {
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  constexpr std::uintptr_t huge = std::uintptr_t{1} << 21;
-  if (bytes < 2 * huge) return;
-  const auto begin = reinterpret_cast<std::uintptr_t>(data);
-  const std::uintptr_t first = (begin + huge - 1) & ~(huge - 1);
-  const std::uintptr_t last = (begin + bytes) & ~(huge - 1);
-  if (last > first) (void)::madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
-#else
-  (void)data;
-  (void)bytes;
-#endif
-}
-
 // The matrix in a .npy file whose dtype is T's own (this machine's byte order, not bool, whose
 // bytes other than 0 and 1 need converting), read straight into the matrix's memory: one pass
 // over the data instead of a read, a copy and a conversion, for a column-major file; a row-major
@@ -292,11 +273,9 @@ std::optional<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>> load_npy_direct(
     };
     Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic> m(rows, cols);
     if (h.fortran_order || rows == 1 || cols == 1) {
-      prefer_huge_pages(m.data(), h.data_bytes());
       if (!in.read_at(layout.data_offset, m.data(), h.data_bytes())) truncated();
     } else {
       Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> c(rows, cols);
-      prefer_huge_pages(c.data(), h.data_bytes());
       if (!in.read_at(layout.data_offset, c.data(), h.data_bytes())) truncated();
       m = c;
     }
