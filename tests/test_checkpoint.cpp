@@ -41,12 +41,12 @@ T element_at(const std::string& bytes, std::size_t data_start, std::size_t byte_
 
 }  // namespace
 
-TEST_CASE("version: grove::version is the CMake project's version") {
+TEST_CASE("version: grove::version is the CMake project's version", "[version]") {
   CHECK(grove::version == GROVE_PROJECT_VERSION);
   CHECK(std::string(GROVE_VERSION) == GROVE_PROJECT_VERSION);
 }
 
-TEST_CASE("checkpoint: a tree of every leaf kind round-trips bit for bit") {
+TEST_CASE("checkpoint: a tree of every leaf kind round-trips bit for bit", "[io][checkpoint]") {
   temp_dir dir;
   const auto file = dir / "sample.safetensors";
   const Sample original = sample();
@@ -70,7 +70,7 @@ TEST_CASE("checkpoint: a tree of every leaf kind round-trips bit for bit") {
   }
 }
 
-TEST_CASE("checkpoint: the file is safetensors as Python reads it") {
+TEST_CASE("checkpoint: the file is safetensors as Python reads it", "[io][checkpoint]") {
   temp_dir dir;
   const auto file = dir / "sample.safetensors";
   const Sample s = sample();
@@ -172,7 +172,7 @@ TEST_CASE("checkpoint: the file is safetensors as Python reads it") {
   CHECK(meta.size() == 4);
 }
 
-TEST_CASE("checkpoint: inspect reports the header without reading the data") {
+TEST_CASE("checkpoint: inspect reports the header without reading the data", "[io][checkpoint]") {
   temp_dir dir;
   const auto file = dir / "sample.safetensors";
   const Sample s = sample();
@@ -190,7 +190,7 @@ TEST_CASE("checkpoint: inspect reports the header without reading the data") {
   CHECK(info.tensors[0].data_end - info.tensors[0].data_begin == 24);
 }
 
-TEST_CASE("checkpoint: leaves of many kinds and trees of many shapes") {
+TEST_CASE("checkpoint: leaves of many kinds and trees of many shapes", "[io][checkpoint]") {
   temp_dir dir;
   const auto file = dir / "t.safetensors";
 
@@ -266,7 +266,7 @@ TEST_CASE("checkpoint: leaves of many kinds and trees of many shapes") {
   }
 }
 
-TEST_CASE("checkpoint: a training state saves and resumes") {
+TEST_CASE("checkpoint: a training state saves and resumes", "[io][checkpoint]") {
   temp_dir dir;
   const auto file = dir / "state.safetensors";
   // An optimizer state: a tuple (velocities, step count) stands for a registered struct here.
@@ -296,7 +296,8 @@ TEST_CASE("checkpoint: a training state saves and resumes") {
 static_assert(std::is_same_v<io::train_state<int, double>, grove::nn::train_state<int, double>>);
 #pragma GCC diagnostic pop
 
-TEST_CASE("checkpoint: save overwrites an existing file and creates files as open() would") {
+TEST_CASE("checkpoint: save overwrites an existing file and creates files as open() would",
+          "[io][checkpoint]") {
   temp_dir dir;
   const auto file = dir / "c.safetensors";
   io::save(file, std::int32_t{1});
@@ -321,7 +322,7 @@ TEST_CASE("checkpoint: save overwrites an existing file and creates files as ope
   }
 }
 
-TEST_CASE("checkpoint: a failed save throws and leaves no trace") {
+TEST_CASE("checkpoint: a failed save throws and leaves no trace", "[io][checkpoint]") {
   temp_dir dir;
   const Sample s = sample();
 
@@ -403,7 +404,8 @@ TEST_CASE("checkpoint: a failed save throws and leaves no trace") {
   }
 }
 
-TEST_CASE("checkpoint: a save killed at any moment leaves the previous checkpoint or the new one") {
+TEST_CASE("checkpoint: a save killed at any moment leaves the previous checkpoint or the new one",
+          "[io][checkpoint]") {
   temp_dir dir;
   const auto file = dir / "c.safetensors";
   // Two versions, each a few MB so that the writer is often caught mid-write.

@@ -92,7 +92,7 @@ void expect_malformed(const std::string& bytes, const std::vector<std::string>& 
 
 }  // namespace
 
-TEST_CASE("checkpoint errors: the valid file of these tests loads") {
+TEST_CASE("checkpoint errors: the valid file of these tests loads", "[io][checkpoint]") {
   temp_dir dir;
   write_bytes(dir / "ok.safetensors", assemble(valid_parts()));
   Small s = small_values();
@@ -103,7 +103,7 @@ TEST_CASE("checkpoint errors: the valid file of these tests loads") {
   CHECK(s.flag);
 }
 
-TEST_CASE("checkpoint errors: a file too short for its header") {
+TEST_CASE("checkpoint errors: a file too short for its header", "[io][checkpoint]") {
   expect_malformed("", {"the file is empty"});
   expect_malformed("abcde", {"has 5 bytes, fewer than the 8"});
   const parts p = valid_parts();
@@ -118,7 +118,7 @@ TEST_CASE("checkpoint errors: a file too short for its header") {
   expect_malformed(huge, {"past the end of the file"});
 }
 
-TEST_CASE("checkpoint errors: a header longer than safetensors allows") {
+TEST_CASE("checkpoint errors: a header longer than safetensors allows", "[io][checkpoint]") {
   // A sparse 150 MB file whose header length says 120 MB: refused before it is read.
   temp_dir dir;
   const auto file = dir / "big.safetensors";
@@ -137,7 +137,8 @@ TEST_CASE("checkpoint errors: a header longer than safetensors allows") {
   }
 }
 
-TEST_CASE("checkpoint errors: a header that is not the JSON object safetensors requires") {
+TEST_CASE("checkpoint errors: a header that is not the JSON object safetensors requires",
+          "[io][checkpoint]") {
   const std::string data = valid_parts().data;
   expect_malformed(assemble("", data), {"does not start with '{'"});
   expect_malformed(assemble("[1, 2]  ", data), {"does not start with '{'"});
@@ -156,7 +157,8 @@ TEST_CASE("checkpoint errors: a header that is not the JSON object safetensors r
       {"\"dtype\" twice"});
 }
 
-TEST_CASE("checkpoint errors: only whitespace may follow the header's JSON, never a NUL") {
+TEST_CASE("checkpoint errors: only whitespace may follow the header's JSON, never a NUL",
+          "[io][checkpoint]") {
   // nlohmann's lexer takes a NUL for the end of its input: without the check after parsing, the
   // bytes after a NUL were never read, so a file could hide anything there.
   const parts p = valid_parts();
@@ -186,7 +188,7 @@ TEST_CASE("checkpoint errors: only whitespace may follow the header's JSON, neve
   }
 }
 
-TEST_CASE("checkpoint errors: malformed tensor entries") {
+TEST_CASE("checkpoint errors: malformed tensor entries", "[io][checkpoint]") {
   auto edit = [](auto&& change) {
     parts p = valid_parts();
     change(p);
@@ -226,7 +228,8 @@ TEST_CASE("checkpoint errors: malformed tensor entries") {
                    {"more than 2^64 bytes"});
 }
 
-TEST_CASE("checkpoint errors: shapes and byte ranges that disagree, overlap or leave gaps") {
+TEST_CASE("checkpoint errors: shapes and byte ranges that disagree, overlap or leave gaps",
+          "[io][checkpoint]") {
   auto edit = [](auto&& change) {
     parts p = valid_parts();
     change(p);
@@ -256,7 +259,7 @@ TEST_CASE("checkpoint errors: shapes and byte ranges that disagree, overlap or l
   expect_malformed(edit([](parts& p) { p.data.pop_back(); }), {"run past the end of the data"});
 }
 
-TEST_CASE("checkpoint errors: malformed metadata") {
+TEST_CASE("checkpoint errors: malformed metadata", "[io][checkpoint]") {
   auto edit = [](auto&& change) {
     parts p = valid_parts();
     change(p);
@@ -277,7 +280,8 @@ TEST_CASE("checkpoint errors: malformed metadata") {
       {"a tensor the file does not have"});
 }
 
-TEST_CASE("checkpoint errors: a file that does not match the tree names the key paths") {
+TEST_CASE("checkpoint errors: a file that does not match the tree names the key paths",
+          "[io][checkpoint]") {
   auto edit = [](auto&& change) {
     parts p = valid_parts();
     change(p);
@@ -330,7 +334,7 @@ TEST_CASE("checkpoint errors: a file that does not match the tree names the key 
              {"tensor \"flag\" is BOOL", "file offset", "is 2"});
 }
 
-TEST_CASE("checkpoint errors: what is not a format error") {
+TEST_CASE("checkpoint errors: what is not a format error", "[io][checkpoint]") {
   temp_dir dir;
   Small s = small_values();
   try {
@@ -352,7 +356,8 @@ TEST_CASE("checkpoint errors: what is not a format error") {
   CHECK_THROWS_AS(io::load(dir / "nothing.safetensors", s), std::runtime_error);
 }
 
-TEST_CASE("checkpoint errors: format_error copies without throwing and keeps its details") {
+TEST_CASE("checkpoint errors: format_error copies without throwing and keeps its details",
+          "[io][checkpoint]") {
   static_assert(std::is_nothrow_copy_constructible_v<io::format_error>);
   static_assert(std::is_base_of_v<std::runtime_error, io::format_error>);
   const io::format_error e("f", "a/b.safetensors", "broken");

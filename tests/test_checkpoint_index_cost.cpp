@@ -165,7 +165,7 @@ void inspect_index(const std::filesystem::path& index) {
 }  // namespace
 
 TEST_CASE("an index is read in memory linear in its size, with no document built",
-          "[checkpoint][shards][large]") {
+          "[io][checkpoint][shards][large]") {
   temp_dir dir;
   write_safetensors(dir / "w.safetensors", {{"w", "F32", {1}, std::string(4, '\0')}});
   const auto index = dir / "model.safetensors.index.json";
@@ -198,7 +198,7 @@ TEST_CASE("an index is read in memory linear in its size, with no document built
 }
 
 TEST_CASE("an index near the 100 MB cap is read, in memory a small multiple of its size",
-          "[checkpoint][shards][large]") {
+          "[io][checkpoint][shards][large]") {
   // 32 million {} in one array: 96 MB. The DOM parser would have needed about 3 GB (and, being
   // quadratic, days).
   temp_dir dir;
@@ -217,7 +217,7 @@ TEST_CASE("an index near the 100 MB cap is read, in memory a small multiple of i
 }
 
 TEST_CASE("index_parser does work linear in the index: events and kept bytes per byte",
-          "[checkpoint][shards]") {
+          "[io][checkpoint][shards]") {
   // The parser's own counts, on indexes of 1x, 2x, 4x and 8x a base size: each event costs the
   // parser a constant (no container is rescanned: there is no document), so events and kept
   // bytes both grow as the text does.

@@ -83,7 +83,7 @@ void check_sequential(const P& params, bool transposed) {
 }  // namespace
 
 TEST_CASE("torch_sequential_names maps a state_dict's names to grove's key paths",
-          "[checkpoint][layouts]") {
+          "[io][checkpoint][layouts]") {
   const auto plain = io::torch_sequential_names();
   CHECK(plain("0.weight") == "0/w");
   CHECK(plain("0.bias") == "0/b");
@@ -96,7 +96,8 @@ TEST_CASE("torch_sequential_names maps a state_dict's names to grove's key paths
   CHECK(prefixed("model.head.weight") == "model.head.weight");  // kept, so a strict load lists it
 }
 
-TEST_CASE("flax_dense_names maps Dense_k to grove's k-th dense layer", "[checkpoint][layouts]") {
+TEST_CASE("flax_dense_names maps Dense_k to grove's k-th dense layer",
+          "[io][checkpoint][layouts]") {
   const auto plain = io::flax_dense_names();
   CHECK(plain("params/Dense_0/kernel") == "0/w");
   CHECK(plain("params/Dense_0/bias") == "0/b");
@@ -121,7 +122,7 @@ TEST_CASE("flax_dense_names maps Dense_k to grove's k-th dense layer", "[checkpo
 }
 
 TEST_CASE("the name maps built from a tree tell a LayerNorm's parameters from a Linear's",
-          "[checkpoint][layouts]") {
+          "[io][checkpoint][layouts]") {
   namespace nn = grove::nn;
   const auto model =
       nn::sequential(nn::dense(4, 3), nn::layer_norm(3, 1e-5), nn::relu, nn::dense(3, 2));
@@ -171,7 +172,7 @@ TEST_CASE("the name maps built from a tree tell a LayerNorm's parameters from a 
 }
 
 TEST_CASE("PyTorch and Flax files with a LayerNorm load into grove's sequential params",
-          "[checkpoint][layouts]") {
+          "[io][checkpoint][layouts]") {
   temp_dir dir;
   // torch.nn.Sequential(nn.Linear(4, 3), nn.LayerNorm(3), nn.ReLU(), nn.Linear(3, 2)).state_dict()
   write_safetensors(dir / "torch_norm.safetensors",
@@ -217,7 +218,7 @@ TEST_CASE("PyTorch and Flax files with a LayerNorm load into grove's sequential 
 }
 
 TEST_CASE("load_options::transpose loads named 2-D tensors transposed, checked before any change",
-          "[checkpoint][layouts]") {
+          "[io][checkpoint][layouts]") {
   temp_dir dir;
   using Tree = std::tuple<Eigen::MatrixXd,  // (2, 3), from a (3, 2) tensor of F16
                           Eigen::Matrix<std::int32_t, Eigen::Dynamic, Eigen::Dynamic,
@@ -282,7 +283,7 @@ TEST_CASE("load_options::transpose loads named 2-D tensors transposed, checked b
 }
 
 TEST_CASE("a torch nn.Sequential state_dict loads into grove's nn params",
-          "[checkpoint][layouts]") {
+          "[io][checkpoint][layouts]") {
   temp_dir dir;
   write_torch(dir / "torch.safetensors");
   // docs/checkpoint.md, "PyTorch":
@@ -310,7 +311,7 @@ TEST_CASE("a torch nn.Sequential state_dict loads into grove's nn params",
 }
 
 TEST_CASE("a Flax tree of Dense modules loads into grove's nn params, kernels transposed",
-          "[checkpoint][layouts]") {
+          "[io][checkpoint][layouts]") {
   temp_dir dir;
   write_flax(dir / "flax.safetensors");
   namespace nn = grove::nn;
@@ -345,7 +346,7 @@ TEST_CASE("a Flax tree of Dense modules loads into grove's nn params, kernels tr
 }
 
 TEST_CASE("an N-D numpy array into an Eigen::Tensor as docs/checkpoint.md shows it",
-          "[checkpoint][layouts]") {
+          "[io][checkpoint][layouts]") {
   temp_dir dir;
   std::string bytes;  // np.arange(24, dtype=np.float32).reshape(2, 3, 4), C order
   for (int k = 0; k < 24; ++k) {
@@ -364,7 +365,7 @@ TEST_CASE("an N-D numpy array into an Eigen::Tensor as docs/checkpoint.md shows 
         CHECK(tree["images"](i, j, k) == static_cast<float>(i * 12 + j * 4 + k));
 }
 
-TEST_CASE("a sharded checkpoint as docs/checkpoint.md shows it", "[checkpoint][layouts]") {
+TEST_CASE("a sharded checkpoint as docs/checkpoint.md shows it", "[io][checkpoint][layouts]") {
   temp_dir dir;
   write_safetensors(dir / "model-00001-of-00002.safetensors",
                     {f32("0/w", {3, 4}, 1), f32("0/b", {3}, 2)});

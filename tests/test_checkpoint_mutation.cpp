@@ -242,7 +242,8 @@ struct mutator {
 
 }  // namespace
 
-TEST_CASE("checkpoint mutations: nothing but format_error, and the target untouched") {
+TEST_CASE("checkpoint mutations: nothing but format_error, and the target untouched",
+          "[io][checkpoint]") {
   temp_dir dir;
   const auto good = dir / "good.safetensors";
   io::save(good, sample(), {{"epoch", "7"}});
@@ -287,7 +288,8 @@ TEST_CASE("checkpoint mutations: nothing but format_error, and the target untouc
   CHECK(loaded > rounds / 20);
 }
 
-TEST_CASE("checkpoint mutations: the same from memory, through the loader's core") {
+TEST_CASE("checkpoint mutations: the same from memory, through the loader's core",
+          "[io][checkpoint]") {
   temp_dir dir;
   const auto good = dir / "good.safetensors";
   io::save(good, sample());
@@ -345,7 +347,8 @@ bool same_bits(const Tree& a, const Tree& b) {
 
 }  // namespace
 
-TEST_CASE("checkpoint mutations: 16-bit dtypes, renames, strict = false, convert and transpose") {
+TEST_CASE("checkpoint mutations: 16-bit dtypes, renames, strict = false, convert and transpose",
+          "[io][checkpoint]") {
   temp_dir dir;
   const auto good = dir / "good.safetensors";
   Mixed m0;
@@ -420,7 +423,7 @@ GROVE_NODE(OnlyD, d);
 
 }  // namespace
 
-TEST_CASE("checkpoint mutations: a sharded checkpoint's index and shards") {
+TEST_CASE("checkpoint mutations: a sharded checkpoint's index and shards", "[io][checkpoint]") {
   // Mutations of the index's JSON (bytes, truncation, weight_map entries set to other values or to
   // hostile names) and of either shard. Each loads, or is a format_error, or (a shard name
   // mutated to one that does not exist) a file_error; the target is untouched unless it loads.

@@ -66,7 +66,7 @@ std::string net_file(std::int64_t n2 = -3) {
 }  // namespace
 
 TEST_CASE("checkpoint options: rename, strict = false and convert, with an exact report",
-          "[checkpoint]") {
+          "[io][checkpoint]") {
   temp_dir dir;
   const auto file = dir / "net.safetensors";
   write_bytes(file, net_file());
@@ -97,7 +97,7 @@ TEST_CASE("checkpoint options: rename, strict = false and convert, with an exact
   CHECK(report2.unexpected == report.unexpected);
 }
 
-TEST_CASE("checkpoint options: refusals leave the tree untouched", "[checkpoint]") {
+TEST_CASE("checkpoint options: refusals leave the tree untouched", "[io][checkpoint]") {
   temp_dir dir;
   const auto file = dir / "net.safetensors";
   auto refused = [&](const io::load_options& options, const std::vector<std::string>& needles) {
@@ -154,7 +154,7 @@ TEST_CASE("checkpoint options: refusals leave the tree untouched", "[checkpoint]
 }
 
 TEST_CASE("checkpoint options: which conversions are widening, narrowing or impossible",
-          "[checkpoint]") {
+          "[io][checkpoint]") {
   using d::conversion;
   using d::dtype;
   CHECK(d::conversion_of(dtype::F16, dtype::F32) == conversion::widening);
@@ -173,7 +173,8 @@ TEST_CASE("checkpoint options: which conversions are widening, narrowing or impo
   CHECK(d::conversion_of(dtype::C64, dtype::F64) == conversion::impossible);
 }
 
-TEST_CASE("checkpoint options: F16 and BF16 bit by bit against their definitions", "[checkpoint]") {
+TEST_CASE("checkpoint options: F16 and BF16 bit by bit against their definitions",
+          "[io][checkpoint]") {
   // Every F16: (-1)^s 2^(e-15) (1 + m/1024), subnormals 2^-14 m/1024, inf, NaN.
   for (std::uint32_t h = 0; h < 0x10000; ++h) {
     const double sign = (h & 0x8000) ? -1.0 : 1.0;
@@ -223,7 +224,8 @@ TEST_CASE("checkpoint options: F16 and BF16 bit by bit against their definitions
   CHECK(d::round_to_f16(1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40)) == 0x3c01);
 }
 
-TEST_CASE("checkpoint options: 16-bit leaves and save_options::floats round-trip", "[checkpoint]") {
+TEST_CASE("checkpoint options: 16-bit leaves and save_options::floats round-trip",
+          "[io][checkpoint]") {
   temp_dir dir;
   struct T16 {
     Eigen::Matrix<Eigen::half, Eigen::Dynamic, Eigen::Dynamic> h;
@@ -276,7 +278,8 @@ TEST_CASE("checkpoint options: 16-bit leaves and save_options::floats round-trip
   CHECK(std::bit_cast<std::uint16_t>(h3(0)) == std::bit_cast<std::uint16_t>(Eigen::half(v(0))));
 }
 
-TEST_CASE("checkpoint options: inspect lists every dtype of the specification", "[checkpoint]") {
+TEST_CASE("checkpoint options: inspect lists every dtype of the specification",
+          "[io][checkpoint]") {
   temp_dir dir;
   json h;
   std::uint64_t offset = 0;
@@ -374,7 +377,7 @@ std::uint64_t bf16_bits_to_doublebits(std::uint16_t b) {
 }  // namespace
 
 TEST_CASE("checkpoint options: every F16 and BF16 widens into float and double bit for bit",
-          "[checkpoint]") {
+          "[io][checkpoint]") {
   // All 65,536 patterns of each, in a file written from the specification, loaded into float and
   // double leaves and compared bit for bit with numpy's widening, signaling NaNs included (a
   // conversion through a double, or through the FPU, would set their quiet bit).

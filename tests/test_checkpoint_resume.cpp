@@ -91,7 +91,8 @@ void check_resume(const Opt& optimizer, const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("checkpoint resume: an interrupted run resumed from its checkpoint is bit-identical") {
+TEST_CASE("checkpoint resume: an interrupted run resumed from its checkpoint is bit-identical",
+          "[io][checkpoint]") {
   Eigen::setNbThreads(1);
   const double steps_per_epoch = std::ceil(static_cast<double>(examples) / batch);
   check_resume(nn::sgd(nn::exponential_decay(0.1, steps_per_epoch, 0.9)), "sgd");

@@ -97,7 +97,7 @@ void check_refused(const std::filesystem::path& index, const std::string& needle
 
 }  // namespace
 
-TEST_CASE("a sharded checkpoint loads across its files", "[checkpoint][shards]") {
+TEST_CASE("a sharded checkpoint loads across its files", "[io][checkpoint][shards]") {
   Sharded s;
   s.write();
   Model m = blank();
@@ -128,7 +128,7 @@ TEST_CASE("a sharded checkpoint loads across its files", "[checkpoint][shards]")
 }
 
 TEST_CASE("a sharded index without metadata, or with shards in a subdirectory",
-          "[checkpoint][shards]") {
+          "[io][checkpoint][shards]") {
   Sharded s;
   std::filesystem::create_directories(s.dir / "shards");
   for (auto& [tensor, file] : s.weight_map.items()) file = "shards/" + file.get<std::string>();
@@ -143,7 +143,7 @@ TEST_CASE("a sharded index without metadata, or with shards in a subdirectory",
 }
 
 TEST_CASE("strict, rename and convert apply across the shards, the report covers them all",
-          "[checkpoint][shards]") {
+          "[io][checkpoint][shards]") {
   Sharded s;
   // An extra tensor in the second shard (listed in the index), the step renamed away.
   s.second.push_back({"model.extra", "F32", {2}, bytes_of<float>({1, 2})});
@@ -182,7 +182,7 @@ TEST_CASE("strict, rename and convert apply across the shards, the report covers
 }
 
 TEST_CASE("a shard file name that leaves the index's directory is refused, naming the entry",
-          "[checkpoint][shards]") {
+          "[io][checkpoint][shards]") {
   Sharded s;
   s.write();
   temp_dir outside;
@@ -207,7 +207,7 @@ TEST_CASE("a shard file name that leaves the index's directory is refused, namin
 }
 
 TEST_CASE("symbolic links in the index's directory are followed, as in Hugging Face's hub cache",
-          "[checkpoint][shards]") {
+          "[io][checkpoint][shards]") {
   // The hub cache: snapshots/<revision>/ holds the index and links to ../../blobs/<hash>, one
   // per shard. The links are the directory's, not the index's, so they may lead out of it.
   Sharded s;
@@ -231,7 +231,7 @@ TEST_CASE("symbolic links in the index's directory are followed, as in Hugging F
 }
 
 TEST_CASE("two names of one shard (a link inside the directory) are one shard",
-          "[checkpoint][shards]") {
+          "[io][checkpoint][shards]") {
   Sharded s;
   s.write();
   std::filesystem::create_symlink("model-00002-of-00002.safetensors", s.dir / "alias.safetensors");
@@ -246,7 +246,7 @@ TEST_CASE("two names of one shard (a link inside the directory) are one shard",
   CHECK(info.tensors[3].file == info.tensors[4].file);
 }
 
-TEST_CASE("shards and the weight_map must agree tensor for tensor", "[checkpoint][shards]") {
+TEST_CASE("shards and the weight_map must agree tensor for tensor", "[io][checkpoint][shards]") {
   SECTION("a shard holds a tensor the weight_map does not list") {
     Sharded s;
     s.second.push_back({"stray", "F32", {1}, bytes_of<float>({1})});
@@ -304,7 +304,8 @@ TEST_CASE("shards and the weight_map must agree tensor for tensor", "[checkpoint
   }
 }
 
-TEST_CASE("a malformed index is a format_error that says what is wrong", "[checkpoint][shards]") {
+TEST_CASE("a malformed index is a format_error that says what is wrong",
+          "[io][checkpoint][shards]") {
   Sharded s;
   s.write();
   const std::vector<std::pair<std::string, std::string>> cases = {
@@ -337,7 +338,7 @@ TEST_CASE("a malformed index is a format_error that says what is wrong", "[check
   CHECK(is_blank(m));
 }
 
-TEST_CASE("inspect of an index checks it as load does", "[checkpoint][shards]") {
+TEST_CASE("inspect of an index checks it as load does", "[io][checkpoint][shards]") {
   Sharded s;
   s.write();
   auto map = s.weight_map;
@@ -362,7 +363,7 @@ long max_rss_kib() {
 }  // namespace
 
 TEST_CASE("two small tensors load from a sparse 4 GiB file, alone or as a shard, in little memory",
-          "[checkpoint][shards][large]") {
+          "[io][checkpoint][shards][large]") {
   // A file of 4 GiB of U8 the tree does not want (a hole on disk), then w (F32, at an odd
   // offset) and b (F16). Loading w and b with strict = false reads 28 bytes: the process's peak
   // resident memory grows by far less than 100 MB (a loader that read or mapped and touched the
@@ -434,7 +435,7 @@ TEST_CASE("two small tensors load from a sparse 4 GiB file, alone or as a shard,
 }
 
 TEST_CASE("an index's JSON may be followed by whitespace, never by a NUL and more",
-          "[checkpoint][shards]") {
+          "[io][checkpoint][shards]") {
   Sharded s;
   s.write();
   const std::string text = json{{"weight_map", s.weight_map}}.dump(2);
@@ -458,7 +459,7 @@ TEST_CASE("an index's JSON may be followed by whitespace, never by a NUL and mor
 }
 
 TEST_CASE("an index's metadata: strings as they are, other values as compact JSON text",
-          "[checkpoint][shards]") {
+          "[io][checkpoint][shards]") {
   Sharded s;
   s.write();
   const std::string map = json{{"weight_map", s.weight_map}}.dump().substr(1);  // "weight_map"...

@@ -184,7 +184,7 @@ using Catch::Matchers::Contains;
 using Catch::Matchers::StartsWith;
 
 TEST_CASE("save writes N-D tensors with their dimensions and row-major data",
-          "[checkpoint][tensor]") {
+          "[io][checkpoint][tensor]") {
   ckpt_test::temp_dir dir;
   const auto path = dir / "t.safetensors";
   const Saved s = saved();
@@ -231,7 +231,7 @@ TEST_CASE("save writes N-D tensors with their dimensions and row-major data",
 }
 
 TEST_CASE("N-D tensors load into either storage order and into TensorFixedSize",
-          "[checkpoint][tensor]") {
+          "[io][checkpoint][tensor]") {
   ckpt_test::temp_dir dir;
   const auto path = dir / "t.safetensors";
   const Saved s = saved();
@@ -263,7 +263,7 @@ TEST_CASE("N-D tensors load into either storage order and into TensorFixedSize",
 }
 
 TEST_CASE("N-D tensors from a file written without grove: unaligned, converted",
-          "[checkpoint][tensor]") {
+          "[io][checkpoint][tensor]") {
   ckpt_test::temp_dir dir;
   // F16 values of (2, 3, 4): value_at is exact in F16 for these indices (at most 123.25).
   std::vector<std::uint16_t> f16;
@@ -322,7 +322,7 @@ TEST_CASE("N-D tensors from a file written without grove: unaligned, converted",
 }
 
 TEST_CASE("tensor shape mismatches are format_errors naming the tensor, the tree untouched",
-          "[checkpoint][tensor]") {
+          "[io][checkpoint][tensor]") {
   ckpt_test::temp_dir dir;
   const auto path = dir / "t.safetensors";
   std::tuple<C3> three{C3(2, 3, 4)};
@@ -379,7 +379,7 @@ TEST_CASE("tensor shape mismatches are format_errors naming the tensor, the tree
   CHECK(all_equal(std::get<0>(t3), 5.0f));
 }
 
-TEST_CASE("a 2-D tensor leaf loads transposed like a matrix", "[checkpoint][tensor]") {
+TEST_CASE("a 2-D tensor leaf loads transposed like a matrix", "[io][checkpoint][tensor]") {
   ckpt_test::temp_dir dir;
   std::tuple<Eigen::MatrixXf> kernel{Eigen::MatrixXf(2, 3)};
   std::get<0>(kernel) << 1, 2, 3, 4, 5, 6;
@@ -400,7 +400,8 @@ TEST_CASE("a 2-D tensor leaf loads transposed like a matrix", "[checkpoint][tens
   }
 }
 
-TEST_CASE("float tensors saved as F16 and BF16 round element by element", "[checkpoint][tensor]") {
+TEST_CASE("float tensors saved as F16 and BF16 round element by element",
+          "[io][checkpoint][tensor]") {
   ckpt_test::temp_dir dir;
   std::tuple<C3> tree{C3(2, 2, 3)};
   for (Eigen::Index k = 0; k < 12; ++k)
@@ -416,7 +417,7 @@ TEST_CASE("float tensors saved as F16 and BF16 round element by element", "[chec
               std::bit_cast<std::uint16_t>(Eigen::half(std::get<0>(tree)(i, j, l))));
 }
 
-TEST_CASE("empty tensors save and load with their shapes", "[checkpoint][tensor]") {
+TEST_CASE("empty tensors save and load with their shapes", "[io][checkpoint][tensor]") {
   ckpt_test::temp_dir dir;
   std::tuple<C3, Eigen::Tensor<float, 2, Eigen::RowMajor>> empty{
       C3(2, 0, 3), Eigen::Tensor<float, 2, Eigen::RowMajor>(0, 4)};

@@ -63,7 +63,7 @@ void check_resume(const Tx& tx) {
 }
 }  // namespace
 
-TEST_CASE("An optimizer state saves, loads and resumes bit for bit", "[optim][checkpoint]") {
+TEST_CASE("An optimizer state saves, loads and resumes bit for bit", "[io][optim][checkpoint]") {
   auto weights = [](const Params& p) {
     return grove::tree_map([](const auto& leaf) { return leaf.cols() > 1; }, p);
   };

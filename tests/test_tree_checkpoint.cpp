@@ -56,10 +56,10 @@ S same_sizes(float x, float y, float z) {
 }  // namespace ckpt_perm
 
 TEMPLATE_TEST_CASE("checkpoint: every registration order round-trips field by field",
-                   "[tree][fields][checkpoint]", ckpt_perm::Cxyz, ckpt_perm::Cxzy, ckpt_perm::Cyxz,
-                   ckpt_perm::Cyzx, ckpt_perm::Czxy, ckpt_perm::Czyx, ckpt_perm::CxyzT<double>,
-                   ckpt_perm::CxzyT<double>, ckpt_perm::CyxzT<double>, ckpt_perm::CyzxT<double>,
-                   ckpt_perm::CzxyT<double>, ckpt_perm::CzyxT<double>) {
+                   "[io][checkpoint][tree][fields]", ckpt_perm::Cxyz, ckpt_perm::Cxzy,
+                   ckpt_perm::Cyxz, ckpt_perm::Cyzx, ckpt_perm::Czxy, ckpt_perm::Czyx,
+                   ckpt_perm::CxyzT<double>, ckpt_perm::CxzyT<double>, ckpt_perm::CyxzT<double>,
+                   ckpt_perm::CyzxT<double>, ckpt_perm::CzxyT<double>, ckpt_perm::CzyxT<double>) {
   using S = TestType;
   ckpt_test::temp_dir dir;
   const auto file = dir / "perm.safetensors";
@@ -78,7 +78,7 @@ TEMPLATE_TEST_CASE("checkpoint: every registration order round-trips field by fi
   CHECK(sized_back.z == sized.z);
 }
 
-TEST_CASE("checkpoint: a struct with static fields keeps them", "[tree][static][checkpoint]") {
+TEST_CASE("checkpoint: a struct with static fields keeps them", "[io][tree][static][checkpoint]") {
   ckpt_test::temp_dir dir;
   const auto file = dir / "conv.safetensors";
   const std::vector<ckpt_perm::Conv> net{{Eigen::VectorXf::Constant(3, 1.5f), "conv1", 2},

@@ -1,15 +1,21 @@
-// Nodes and leaves, registration, leaf order and None: jax.tree_util's documented behaviour.
+// Nodes and leaves, registration, leaf order and None: jax.tree_util's documented behaviour; the
+// standard containers (deque and list as lists, unordered_map as a dict, the others leaves).
 #include <catch2/catch.hpp>
 
+#include <deque>
+#include <list>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
 #include "tree_fixtures.hpp"
 
+using Catch::Matchers::Contains;
 using fixtures::Bag;
 using fixtures::Layer;
 using fixtures::Point;
@@ -157,3 +163,74 @@ TEST_CASE("a heterogeneous tree flattens in JAX's order", "[tree][nodes]") {
   CHECK(std::get<Unregistered*>(leaves[6])->a == 6);
   CHECK(grove::to_string(std::get<0>(tree)) == "1");
 }
+
+TEST_CASE("std::deque and std::list are lists", "[tree][nodes]") {
+  const std::deque<int> dq{1, 2, 3};
+  const std::list<int> ls{4, 5, 6};
+  CHECK(grove::tree_structure(dq).str() == "PyTreeDef([*, *, *])");
+  CHECK(grove::tree_structure(ls) == grove::tree_structure(std::vector<int>{0, 0, 0}));
+  std::vector<int> order;
+  for (const int* p : grove::tree_leaves(ls)) order.push_back(*p);
+  CHECK(order == std::vector<int>{4, 5, 6});
+  CHECK(grove::keystr(grove::tree_leaves_with_path(ls)[2].first) == "[2]");
+  const auto strs = grove::tree_map([](int v) { return std::to_string(v); }, ls);
+  static_assert(std::is_same_v<decltype(strs), const std::list<std::string>>);
+  CHECK(strs == std::list<std::string>{"4", "5", "6"});
+  CHECK(grove::tree_map([](int a, int b) { return a * b; }, dq, ls) == std::deque<int>{4, 10, 18});
+  auto [leaves, def] = grove::tree_flatten(ls);
+  CHECK(grove::tree_unflatten(def, leaves) == ls);
+  CHECK(grove::tree_unflatten(grove::tree_structure(dq), std::vector<int>{7, 8, 9}) ==
+        std::deque<int>{7, 8, 9});
+  std::list<int> mutable_list{1, 2};
+  grove::tree_for_each([](int& v) { v *= 3; }, mutable_list);
+  CHECK(mutable_list == std::list<int>{3, 6});
+  CHECK_THROWS_WITH(grove::tree_map([](int a, int b) { return a + b; }, ls, std::list<int>{1}),
+                    Contains("different lengths of list at the root: 3 in tree 1, 1 in tree 2"));
+}
+
+TEST_CASE("std::unordered_map is a dict with sorted keys", "[tree][nodes]") {
+  // jax.tree_util.tree_leaves({'b': 2, 'a': 1, 'c': 3}) == [1, 2, 3]
+  const std::unordered_map<std::string, int> m{{"b", 2}, {"a", 1}, {"c", 3}};
+  CHECK(grove::tree_structure(m).str() == "PyTreeDef({'a': *, 'b': *, 'c': *})");
+  std::vector<int> order;
+  for (const int* p : grove::tree_leaves(m)) order.push_back(*p);
+  CHECK(order == std::vector<int>{1, 2, 3});
+  const auto paths = grove::tree_leaves_with_path(m);
+  CHECK(grove::keystr(paths[1].first) == "['b']");
+  // The same structure as the std::map with those keys.
+  const std::map<std::string, int> sorted{{"a", 0}, {"b", 0}, {"c", 0}};
+  CHECK(grove::tree_structure(m) == grove::tree_structure(sorted));
+  CHECK(grove::tree_structure(m).hash() == grove::tree_structure(sorted).hash());
+  int counter = 0;
+  const auto numbered = grove::tree_map([&](int) { return counter++; }, m);
+  static_assert(std::is_same_v<decltype(numbered), const std::unordered_map<std::string, int>>);
+  CHECK(numbered.at("a") == 0);
+  CHECK(numbered.at("b") == 1);
+  CHECK(numbered.at("c") == 2);
+  // With a std::map as the other tree.
+  const auto sums = grove::tree_map([](int a, int b) { return a + b; }, m,
+                                    std::map<std::string, int>{{"a", 10}, {"b", 20}, {"c", 30}});
+  CHECK(sums == std::unordered_map<std::string, int>{{"a", 11}, {"b", 22}, {"c", 33}});
+  auto [leaves, def] = grove::tree_flatten(m);
+  CHECK(*leaves[0] == 1);
+  CHECK(grove::tree_unflatten(def, leaves) == m);
+  // Integer keys sort numerically: {-1: *, 2: *, 10: *}.
+  const std::unordered_map<int, double> im{{10, 1.0}, {-1, 2.0}, {2, 3.0}};
+  CHECK(grove::tree_structure(im).str() == "PyTreeDef({-1: *, 2: *, 10: *})");
+  CHECK_THROWS_WITH(
+      grove::tree_map([](int a, int b) { return a + b; }, m,
+                      std::unordered_map<std::string, int>{{"a", 1}, {"d", 2}, {"c", 3}}),
+      Contains("different key sets of dict at the root: {'a', 'b', 'c'} in tree 1, "
+               "{'a', 'c', 'd'} in tree 2"));
+  const auto prefix = grove::tree_structure(sorted);
+  auto parts = prefix.flatten_up_to(m);
+  CHECK(*std::get<const int*>(parts[2]) == 3);
+}
+
+TEST_CASE("other standard containers stay leaves", "[tree][nodes]") {
+  CHECK(grove::tree_structure(std::set<int>{1, 2}).str() == "PyTreeDef(*)");
+  CHECK(grove::tree_structure(std::multimap<std::string, int>{{"a", 1}}).str() == "PyTreeDef(*)");
+  CHECK(grove::tree_structure(std::string("abc")).str() == "PyTreeDef(*)");
+}
+
+// --- reduce without an initializer, empty trees, is_leaf ------------------------------------

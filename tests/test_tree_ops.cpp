@@ -255,3 +255,81 @@ TEST_CASE("tree_transpose turns a list of pairs into a pair of lists", "[tree][t
   CHECK_THROWS_WITH(grove::tree_transpose(wrong, inner, tree),
                     Contains("is not outer.compose(inner)"));
 }
+
+TEST_CASE("flatten_up_to reports a mismatch as tree_map does, naming prefix and tree",
+          "[treedef][prefix][errors]") {
+  const auto prefix = grove::tree_structure(std::vector<std::optional<int>>{1, std::nullopt});
+  std::vector<std::optional<int>> swapped{std::nullopt, 2};
+  CHECK_THROWS_WITH(prefix.flatten_up_to(swapped),
+                    Contains("grove::tree_flatten_up_to: pytree structure error: None in the "
+                             "prefix but a value in the tree at key path [1]: None in the prefix, "
+                             "a value in the tree"));
+  // A prefix leaf takes the whole subtree, None included, as in JAX.
+  std::vector<std::optional<int>> both_none{std::nullopt, std::nullopt};
+  CHECK(prefix.flatten_up_to(both_none).size() == 1);
+  const auto dict = grove::tree_structure(std::map<std::string, int>{{"a", 0}, {"b", 0}});
+  std::map<std::string, int> other{{"a", 0}, {"c", 0}};
+  CHECK_THROWS_WITH(dict.flatten_up_to(other),
+                    Contains("different key sets of dict at the root: {'a', 'b'} in the prefix, "
+                             "{'a', 'c'} in the tree"));
+  const auto tuple = grove::tree_structure(std::tuple<std::tuple<int>, int>{});
+  std::tuple<int, int> flat{};
+  CHECK_THROWS_WITH(tuple.flatten_up_to(flat),
+                    Contains("a node in the prefix but a leaf in the tree at key path [0]: tuple "
+                             "in the prefix, leaf in the tree"));
+}
+
+// --- standard containers as nodes -------------------------------------------------------------
+
+TEST_CASE("tree_reduce without an initializer starts from the first leaf", "[tree][reduce]") {
+  // functools.reduce(operator.add, [1, 2, 3, 4]) == 10, which is what JAX's tree_reduce does.
+  const std::tuple<int, std::vector<int>, std::map<std::string, int>> tree{1, {2, 3}, {{"a", 4}}};
+  CHECK(grove::tree_reduce([](int acc, int x) { return acc + x; }, tree) == 10);
+  // Left to right: ((("a" + "b") + "c")).
+  const std::vector<std::string> words{"a", "b", "c"};
+  CHECK(grove::tree_reduce([](std::string acc, const std::string& x) { return acc + x; }, words) ==
+        "abc");
+  // reduce(lambda a, b: a - b, [10, 1, 2]) == 7: the first leaf is the start, not an operand.
+  CHECK(grove::tree_reduce([](int a, int b) { return a - b; }, std::vector<int>{10, 1, 2}) == 7);
+  // Leaf types int and double: the accumulator is their common type.
+  const auto mixed =
+      grove::tree_reduce([](double a, auto b) { return a + b; }, std::tuple<int, double>{1, 0.5});
+  static_assert(std::is_same_v<decltype(mixed), const double>);
+  CHECK(mixed == 1.5);
+  // With is_leaf: each pair is one leaf.
+  const std::vector<std::tuple<int, int>> pairs{{1, 2}, {3, 4}};
+  const auto first_pair = grove::tree_reduce(
+      [](const std::tuple<int, int>& a, const std::tuple<int, int>&) { return a; }, pairs,
+      grove::treat_as_leaf([](const std::tuple<int, int>&) { return std::true_type{}; }));
+  CHECK(first_pair == std::tuple<int, int>{1, 2});
+  // An empty tree: JAX raises TypeError (reduce of an empty iterable with no initial value).
+  CHECK_THROWS_AS(grove::tree_reduce([](int a, int b) { return a + b; }, std::vector<int>{}),
+                  grove::tree_error);
+  CHECK_THROWS_WITH(
+      grove::tree_reduce([](int a, int b) { return a + b; }, std::vector<std::optional<int>>{{}}),
+      "grove::tree_reduce: the tree has no leaves and no initial value was given");
+  // With an initializer, an empty tree gives the initializer.
+  CHECK(grove::tree_reduce([](int a, int b) { return a + b; }, std::vector<int>{}, 5) == 5);
+}
+
+TEST_CASE("tree_map over trees without leaves", "[tree][map]") {
+  // jax.tree_util.tree_map(f, []) == [], tree_map(f, ()) == (), tree_map(f, None) is None; f is
+  // never called.
+  int calls = 0;
+  auto f = [&](int x) {
+    ++calls;
+    return std::to_string(x);
+  };
+  const auto list = grove::tree_map(f, std::vector<int>{});
+  static_assert(std::is_same_v<decltype(list), const std::vector<std::string>>);
+  CHECK(list.empty());
+  CHECK(grove::tree_map(f, std::tuple<>{}) == std::tuple<>{});
+  CHECK(grove::tree_map(f, std::monostate{}) == std::monostate{});
+  CHECK(grove::tree_map(f, std::optional<int>{}) == std::nullopt);
+  CHECK(grove::tree_map(f, std::map<std::string, int>{}).empty());
+  CHECK(calls == 0);
+  // The other trees must still match: tree_map(f, [], [1]) raises in JAX.
+  CHECK_THROWS_WITH(
+      grove::tree_map([](int a, int b) { return a + b; }, std::vector<int>{}, std::vector<int>{1}),
+      Contains("different lengths of list at the root: 0 in tree 1, 1 in tree 2"));
+}

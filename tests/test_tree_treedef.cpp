@@ -8,6 +8,7 @@
 #include <string>
 #include <tuple>
 #include <unordered_set>
+#include <variant>
 #include <vector>
 
 #include "tree_fixtures.hpp"
@@ -164,4 +165,78 @@ TEST_CASE("unflatten(flatten(t)) == t on many generated trees", "[treedef][prope
     const auto same = grove::tree_map([](const auto& x) { return x; }, tree);
     CHECK(same == tree);
   }
+}
+
+TEST_CASE("TreeDef::is_leaf is JAX's treedef_is_leaf: one node", "[treedef]") {
+  // treedef_is_leaf(t) is t.num_nodes == 1: a leaf, None, (), [] and {} are all "leaves".
+  CHECK(grove::tree_structure(1).is_leaf());
+  CHECK(grove::tree_structure(std::monostate{}).is_leaf());
+  CHECK(grove::tree_structure(std::tuple<>{}).is_leaf());
+  CHECK(grove::tree_structure(std::vector<int>{}).is_leaf());
+  CHECK(grove::tree_structure(std::map<std::string, int>{}).is_leaf());
+  CHECK(grove::tree_structure(statics::Tag{1}).is_leaf());
+  CHECK_FALSE(grove::tree_structure(std::vector<int>{1}).is_leaf());
+  CHECK_FALSE(grove::tree_structure(fixtures::Point{}).is_leaf());
+}
+
+// --- the hash ----------------------------------------------------------------------------------
+
+namespace {
+// The documented hash stream, written out independently: FNV-1a over words with a murmur3
+// finish, each node as (mark | kind, arity, registered name), dict keys as (mark | 's', bytes).
+struct reference_hash {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  void word(std::uint64_t v) {
+    h ^= v;
+    h *= 0x100000001b3ull;
+    h ^= h >> 31;
+  }
+  void text(const std::string& s) {
+    word(s.size());
+    std::uint64_t w = 0;
+    std::size_t k = 0;
+    for (char c : s) {
+      w = (w << 8) | static_cast<unsigned char>(c);
+      if (++k == 8) {
+        word(w);
+        w = 0;
+        k = 0;
+      }
+    }
+    if (k) word(w);
+  }
+  void node(grove::node_kind kind, std::uint64_t arity) {
+    word(0x4e4f'4445'0000'0000ull | static_cast<std::uint64_t>(kind));
+    word(arity);
+  }
+  std::uint64_t value() const {
+    std::uint64_t x = h;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return x;
+  }
+};
+}  // namespace
+
+TEST_CASE("TreeDef::hash mixes names and values, never addresses", "[treedef][hash]") {
+  // {'k': Point(*, *)} hashed from its description: the same in every process.
+  reference_hash r;
+  r.node(grove::node_kind::dict, 1);
+  r.word(0x4b45'5900'0000'0000ull | 's');
+  r.text("k");
+  r.node(grove::node_kind::custom, 2);
+  r.text("Point");
+  r.node(grove::node_kind::leaf, 0);
+  r.node(grove::node_kind::leaf, 0);
+  const std::map<std::string, fixtures::Point> tree{{"k", {}}};
+  CHECK(grove::tree_structure(tree).hash() == r.value());
+  // The allocation-free structure hash (used by the collectives) is the same number.
+  CHECK(grove::detail::structure_hash(tree) == r.value());
+  const std::vector<statics::Conv> convs{{1, "a", 2}, {2, "b", 3}};
+  CHECK(grove::detail::structure_hash(convs) == grove::tree_structure(convs).hash());
+  const std::unordered_map<int, std::deque<double>> um{{3, {1, 2}}, {1, {}}};
+  CHECK(grove::detail::structure_hash(um) == grove::tree_structure(um).hash());
 }

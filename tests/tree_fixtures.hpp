@@ -63,3 +63,39 @@ struct grove::node_traits<fixtures::Bag<T>> {
     return out;
   }
 };
+
+// Nodes with static fields (JAX's meta_fields): the fields test and the TreeDef hash test.
+namespace statics {
+
+struct Conv {
+  double w = 0;
+  std::string name;
+  int stride = 1;
+  friend bool operator==(const Conv&, const Conv&) = default;
+};
+GROVE_NODE_STATIC(Conv, (w), (name, stride));
+
+// Static fields before the leaf in declaration order, a float and a bool among them.
+struct Norm {
+  bool affine = true;
+  double eps = 1e-5;
+  std::vector<double> scale;
+  friend bool operator==(const Norm&, const Norm&) = default;
+};
+GROVE_NODE_STATIC(Norm, (scale), (eps, affine));
+
+template <class T>
+struct Scaled {
+  T value{};
+  std::string unit;
+  friend bool operator==(const Scaled&, const Scaled&) = default;
+};
+GROVE_NODE_STATIC(Scaled, (value), (unit));
+
+// Only static fields: a node without children.
+struct Tag {
+  int id = 0;
+};
+GROVE_NODE_STATIC(Tag, (), (id));
+
+}  // namespace statics
