@@ -18,7 +18,7 @@ function(grove_parallel_target target)
   endif()
 endfunction()
 
-grove_test(test_parallel test_parallel.cpp test_parallel_train.cpp)
+grove_test(test_parallel test_parallel.cpp test_parallel_train.cpp test_parallel_leaves.cpp)
 grove_test(test_parallel_alloc test_parallel_alloc.cpp)
 foreach(_grove_par IN ITEMS test_parallel test_parallel_alloc)
   grove_parallel_target(${_grove_par})

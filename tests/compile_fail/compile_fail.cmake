@@ -20,3 +20,5 @@ grove_compile_fail(node_unlisted_field "grove: the registration of Conv lists fe
 grove_compile_fail(node_field_twice "grove: the registration of S lists the field x twice among its leaf fields: list each field once")
 grove_compile_fail(node_leaf_and_static "grove: the registration of T lists the field n both as a leaf field and as a static field: list it in one of the two")
 grove_compile_fail(node_static_twice "grove: the registration of U lists the field n twice among its static fields: list each field once")
+grove_compile_fail(psum_key_leaf "grove::parallel: every leaf of a tree given to a collective must be an arithmetic scalar")
+grove_compile_fail(broadcast_string_leaf "grove::parallel::broadcast: every leaf must be a number")

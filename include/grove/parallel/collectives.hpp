@@ -103,6 +103,18 @@ void overlap(P* run, std::size_t off, std::size_t n, std::size_t lo, std::size_t
   if (b < e) fn(run + (b - off), b - lo, e - b);
 }
 
+// Bytes of all leaves, for broadcast (which takes every broadcast_leaf).
+template <class Tree>
+std::size_t broadcast_bytes_of(const Tree& tree) {
+  std::size_t bytes = 0;
+  grove::tree_for_each(
+      [&](const auto& leaf) {
+        byte_runs(leaf, [&](const std::byte*, std::size_t n) { bytes += n; });
+      },
+      tree);
+  return bytes;
+}
+
 inline Moves moves_of(const Staging& staging) {
   return {staging.bucket_bytes(), staging.inplace_bytes()};
 }
@@ -217,6 +229,27 @@ auto plain_copy(const Tree& tree) {
       tree);
 }
 
+// A tree of plain leaves with broadcast's leaf types: Eigen dense objects as their plain
+// objects, tensors and values copied (an Eigen::TensorMap would still point at the same memory, so
+// broadcast, which returns a new tree, refuses it: broadcast_inplace takes it).
+template <class Tree>
+auto broadcast_copy(const Tree& tree) {
+  return grove::tree_map(
+      [](const auto& leaf) {
+        using L = std::remove_cvref_t<decltype(leaf)>;
+        require_broadcast_leaf<L>();
+        if constexpr (::grove::detail::eigen_dense<L>) {
+          return typename L::PlainObject(leaf);
+        } else {
+          static_assert(!tensor_leaf<L> || std::is_default_constructible_v<L>,
+                        "grove::parallel::broadcast: an Eigen::TensorMap leaf would still point at "
+                        "the same memory: use broadcast_inplace");
+          return L(leaf);
+        }
+      },
+      tree);
+}
+
 template <device_group C, class Tree>
 void psum_impl(C& comm, Tree& tree, const char* function, op o) {
   with_staging(comm, [&](Staging& staging) {
@@ -255,13 +288,18 @@ void pmean_inplace(Tree& tree, C& comm) {
   detail::psum_impl(comm, tree, "pmean", detail::op::pmean);
 }
 
-/// In place: every device's tree becomes root's. The trees must have the same structure, leaf
-/// types and shapes on every device (checked as for psum); their values are overwritten.
+/// In place: every device's tree becomes root's, bit for bit. It takes every leaf type the
+/// reductions take and more, since it copies bits: bool, Eigen::half and Eigen::bfloat16 and
+/// std::complex elements, Eigen tensors (Tensor, TensorFixedSize, TensorMap) and any trivially
+/// copyable value the tree core keeps as a leaf (a random::Key, so that an nn::train_state and
+/// an optimizer state with masks broadcast whole); another leaf type stops the compile with a
+/// grove::parallel static_assert. The trees must have the same structure, leaf types and shapes
+/// on every device (checked as for psum); their values are overwritten.
 template <class Tree, device_group C>
 void broadcast_inplace(Tree& tree, C& comm, int root = 0) {
   detail::with_staging(comm, [&](Staging& staging) {
     detail::agree(comm, "broadcast", detail::op::broadcast, root, detail::moves_of(staging),
-                  std::as_const(tree), detail::bytes_of(tree));
+                  std::as_const(tree), detail::broadcast_bytes_of(tree));
     if (root < 0 || root >= comm.size())
       throw ::grove::argument_error("grove::parallel::broadcast: root " + std::to_string(root) +
                                     " is not a rank of this communicator (size " +
@@ -271,13 +309,7 @@ void broadcast_inplace(Tree& tree, C& comm, int root = 0) {
     const std::size_t bucket = staging.bucket_bytes(), inplace = staging.inplace_bytes();
     const bool sender = comm.rank() == root;
     auto runs = [&](auto&& fn) {
-      grove::tree_for_each(
-          [&](auto& leaf) {
-            detail::leaf_runs(leaf, [&](auto* p, Eigen::Index n) {
-              fn(reinterpret_cast<std::byte*>(p), static_cast<std::size_t>(n) * sizeof(*p));
-            });
-          },
-          tree);
+      grove::tree_for_each([&](auto& leaf) { detail::byte_runs(leaf, fn); }, tree);
     };
     std::size_t packed = 0;
     runs([&](std::byte*, std::size_t n) { packed += n < inplace ? n : 0; });
@@ -335,23 +367,24 @@ auto pmean(const Tree& tree, C& comm) {
 /// A new tree equal to root's tree on every device (see broadcast_inplace).
 template <class Tree, device_group C>
 auto broadcast(const Tree& tree, C& comm, int root = 0) {
-  auto out = detail::plain_copy(tree);
+  auto out = detail::broadcast_copy(tree);
   broadcast_inplace(out, comm, root);
   return out;
 }
 
 /// True on every device when all devices hold trees of the same structure, types, shapes and
 /// bit-identical values (replicas in sync), false on every device otherwise. One small
-/// collective; reads every element once.
+/// collective; reads every element once. A leaf that is a value (a random::Key) is compared by
+/// the bytes of its object, padding included: two keys made apart may differ there, one that
+/// broadcast copied does not.
 template <class Tree, device_group C>
 bool in_sync(const Tree& tree, C& comm) {
   detail::Hasher h;
   detail::hash_tree(h, tree);
   grove::tree_for_each(
       [&](const auto& leaf) {
-        detail::leaf_runs(leaf, [&](const auto* p, Eigen::Index n) {
+        detail::byte_runs(leaf, [&](const std::byte* p, std::size_t len) {
           const auto* bytes = reinterpret_cast<const unsigned char*>(p);
-          const std::size_t len = static_cast<std::size_t>(n) * sizeof(*p);
           std::size_t i = 0;
           for (; i + 8 <= len; i += 8) {
             std::uint64_t w;

@@ -11,6 +11,8 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <array>
+#include <complex>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -76,6 +78,130 @@ void leaf_runs(Leaf& leaf, Fn&& fn) {
   }
 }
 
+// --- leaves that broadcast moves as bytes --------------------------------------------------------
+//
+// broadcast copies bits, so it takes more than the reductions: bool and 16-bit float elements,
+// Eigen tensors, and any trivially copyable value the tree core keeps as a leaf (a
+// random::Key is its two words and its layout).
+
+// An element type broadcast copies: arithmetic (bool too), Eigen::half, Eigen::bfloat16,
+// std::complex.
+template <class S>
+inline constexpr bool byte_element =
+    std::is_arithmetic_v<S> || std::is_same_v<S, Eigen::half> ||
+    std::is_same_v<S, Eigen::bfloat16> || std::is_same_v<S, std::complex<float>> ||
+    std::is_same_v<S, std::complex<double>>;
+
+// An Eigen tensor with its own contiguous memory (Tensor, TensorFixedSize, TensorMap), told apart
+// without including Eigen's tensor module.
+template <class T>
+concept tensor_leaf = !::grove::detail::eigen_dense<T> && requires(T & t) {
+  typename T::Scalar;
+  T::NumDimensions;
+  {t.data()};
+  { t.size() } -> std::convertible_to<Eigen::Index>;
+  t.dimensions();
+};
+
+// A leaf that is neither a number nor an Eigen object: copied as the bytes of its object.
+template <class T>
+concept value_leaf = std::is_trivially_copyable_v<T> && !std::is_arithmetic_v<T> &&
+                     !::grove::detail::eigen_dense<T> && !tensor_leaf<T>;
+
+template <class L>
+constexpr bool broadcast_leaf() {
+  using T = std::remove_cvref_t<L>;
+  if constexpr (collective_leaf<T>() || std::is_same_v<T, bool>)
+    return true;
+  else if constexpr (::grove::detail::eigen_dense<T>)
+    return byte_element<typename T::Scalar> && (T::Flags & Eigen::DirectAccessBit) != 0;
+  else if constexpr (tensor_leaf<T>)
+    return byte_element<typename T::Scalar>;
+  else
+    return value_leaf<T>;
+}
+
+template <class L>
+constexpr void require_broadcast_leaf() {
+  static_assert(broadcast_leaf<L>(),
+                "grove::parallel::broadcast: every leaf must be a number (bool too), an Eigen "
+                "dense object with its own memory or an Eigen tensor, of numbers, Eigen::half, "
+                "Eigen::bfloat16 or std::complex elements, or a trivially copyable value");
+}
+
+// Calls fn(bytes, n) for each contiguous run of the leaf's memory, in storage order.
+template <class Leaf, class Fn>
+void byte_runs(Leaf& leaf, Fn&& fn) {
+  using T = std::remove_const_t<Leaf>;
+  using Byte = std::conditional_t<std::is_const_v<Leaf>, const std::byte, std::byte>;
+  require_broadcast_leaf<T>();
+  if constexpr (!broadcast_leaf<T>()) {
+    (void)leaf;  // refused above; nothing more to report
+    (void)fn;
+  } else if constexpr (std::is_arithmetic_v<T> || value_leaf<T>) {
+    fn(reinterpret_cast<Byte*>(&leaf), sizeof(T));
+  } else if constexpr (tensor_leaf<T>) {
+    if (leaf.size() > 0)
+      fn(reinterpret_cast<Byte*>(leaf.data()),
+         static_cast<std::size_t>(leaf.size()) * sizeof(typename T::Scalar));
+  } else {
+    const Eigen::Index inner = leaf.innerSize(), outer = leaf.outerSize();
+    const std::size_t e = sizeof(typename T::Scalar);
+    auto at = [&](Eigen::Index o, Eigen::Index i) {
+      return reinterpret_cast<Byte*>(leaf.data() + o * leaf.outerStride() + i * leaf.innerStride());
+    };
+    if (leaf.size() == 0) return;
+    if (leaf.innerStride() == 1 && (outer == 1 || leaf.outerStride() == inner)) {
+      fn(at(0, 0), static_cast<std::size_t>(leaf.size()) * e);
+    } else if (leaf.innerStride() == 1) {
+      for (Eigen::Index o = 0; o < outer; ++o) fn(at(o, 0), static_cast<std::size_t>(inner) * e);
+    } else {
+      for (Eigen::Index o = 0; o < outer; ++o)
+        for (Eigen::Index i = 0; i < inner; ++i) fn(at(o, i), e);
+    }
+  }
+}
+
+// A code for a type that is the same in every process of one program: a hash of the compiler's
+// name for it (the agreement check compares leaves that are neither numbers nor Eigen objects by
+// it, and by their size).
+template <class T>
+constexpr std::uint64_t type_code() {
+  const std::string_view name = __PRETTY_FUNCTION__;
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (const char c : name) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+// The element type's code and name for a broadcast leaf's element.
+template <class S>
+constexpr std::uint64_t element_code() {
+  if constexpr (std::is_same_v<S, bool>)
+    return ('b' << 8) | 1;
+  else if constexpr (std::is_arithmetic_v<S>)
+    return scalar_code<S>();
+  else
+    return type_code<S>();
+}
+template <class S>
+std::string element_name() {
+  if constexpr (std::is_same_v<S, bool>)
+    return "bool";
+  else if constexpr (std::is_same_v<S, Eigen::half>)
+    return "float16";
+  else if constexpr (std::is_same_v<S, Eigen::bfloat16>)
+    return "bfloat16";
+  else if constexpr (std::is_same_v<S, std::complex<float>>)
+    return "complex64";
+  else if constexpr (std::is_same_v<S, std::complex<double>>)
+    return "complex128";
+  else
+    return ::grove::dtype_name<S>();
+}
+
 template <class Leaf>
 Eigen::Index leaf_size(const Leaf& leaf) {
   if constexpr (std::is_arithmetic_v<Leaf>)
@@ -112,11 +238,23 @@ std::uint64_t run_length(const L& leaf) {
 
 template <class L>
 void hash_leaf(Hasher& h, const L& leaf) {
-  require_collective_leaf<L>();
-  h.mix(mark_leaf | scalar_code<leaf_scalar_t<L>>());
-  if constexpr (std::is_arithmetic_v<L>) {
+  require_broadcast_leaf<L>();
+  if constexpr (!broadcast_leaf<L>()) {
+    (void)h;  // refused above
+    (void)leaf;
+  } else if constexpr (value_leaf<L>) {
+    h.mix(mark_leaf | type_code<L>());
+    h.mix(sizeof(L));
+  } else if constexpr (tensor_leaf<L>) {
+    h.mix(mark_leaf | element_code<typename L::Scalar>());
+    h.mix(static_cast<std::uint64_t>(L::NumDimensions));
+    for (const auto d : leaf.dimensions()) h.mix(static_cast<std::uint64_t>(d));
+    h.mix(static_cast<int>(L::Layout) == static_cast<int>(Eigen::RowMajor) ? 1 : 0);
+  } else if constexpr (std::is_arithmetic_v<L>) {
+    h.mix(mark_leaf | element_code<L>());
     h.mix(0);
   } else {
+    h.mix(mark_leaf | element_code<typename L::Scalar>());
     const auto s = grove::shape(leaf);
     h.mix(s.size());
     for (auto d : s) h.mix(static_cast<std::uint64_t>(d));
@@ -173,8 +311,22 @@ std::string describe(op o, int root, Moves moves, const Tree& tree) {
       [&](const auto& leaf) {
         using L = std::remove_cvref_t<decltype(leaf)>;
         out += i < paths.size() ? grove::keystr(paths[i].first) : std::string("?");
-        out += std::string(": ") + ::grove::dtype_name<leaf_scalar_t<L>>() + " (";
-        if constexpr (!std::is_arithmetic_v<L>) {
+        if constexpr (!broadcast_leaf<L>()) {
+          (void)leaf;  // refused when the tree was hashed
+        } else if constexpr (value_leaf<L>) {
+          out += ": a value of " + std::to_string(sizeof(L)) + " bytes (type code " +
+                 std::to_string(type_code<L>());
+        } else if constexpr (tensor_leaf<L>) {
+          out += ": " + element_name<typename L::Scalar>() + " tensor (";
+          std::size_t d = 0;
+          for (const auto n : leaf.dimensions()) out += (d++ ? ", " : "") + std::to_string(n);
+          if (L::NumDimensions == 1) out += ',';
+          if (static_cast<int>(L::Layout) == static_cast<int>(Eigen::RowMajor))
+            out += ", row-major";
+        } else if constexpr (std::is_arithmetic_v<L>) {
+          out += ": " + element_name<L>() + " (";
+        } else {
+          out += ": " + element_name<typename L::Scalar>() + " (";
           const auto s = grove::shape(leaf);
           for (std::size_t d = 0; d < s.size(); ++d) {
             if (d) out += ", ";
