@@ -31,6 +31,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "grove/data/dataset.hpp"
@@ -181,6 +182,162 @@ struct csv_reader {
 
 }  // namespace detail
 
+namespace detail {
+
+// Calls f(line, number) for each line of `text` that is not blank (numbers from 1; a CR before
+// the LF is not part of the line).
+template <class F>
+void for_each_csv_line(std::string_view text, F&& f) {
+  std::size_t pos = 0, number = 0;
+  while (pos < text.size()) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(pos, end - pos);
+    pos = end + 1;
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (!csv_reader::trim(line).empty()) f(line, number);
+  }
+}
+
+// The table being read: its columns (from the first row), the target's place, and the values
+// of the rows so far (inputs in the file's order, which is a features x n matrix's).
+template <class T, class Y>
+struct csv_table {
+  const csv_reader& reader;
+  std::vector<std::string> names = {};
+  std::size_t columns = 0, target = 0, rows = 0, first_line = 0;
+  bool has_target = false;
+  std::vector<T> inputs = {};
+  std::vector<typename Y::Scalar> targets = {};
+
+  const csv_options& options() const { return reader.options; }
+
+  // Reads the columns from the first row; true when it is a header (its fields are names).
+  bool first_row(const std::vector<csv_field>& fields, std::size_t line) {
+    first_line = line;
+    columns = fields.size();
+    bool all_numbers = true;
+    for (const auto& f : fields)
+      if (!csv_reader::number(f.text)) all_numbers = false;
+    const bool is_header = options().header == csv_header::present ||
+                           (options().header == csv_header::detect && !all_numbers);
+    if (options().target && !is_header)
+      throw argument_error("grove::data::read_csv: " + quoted(reader.source) +
+                           " has no header row, so its target cannot be found by name (" +
+                           csv_reader::shown(*options().target) + "): give target_index");
+    if (is_header) {
+      for (const auto& f : fields) names.emplace_back(f.text);
+      if (options().target) find_target_by_name(line);
+    }
+    if (options().target_index) {
+      const auto k = *options().target_index;
+      const auto c = static_cast<std::int64_t>(columns);
+      if (k < -c || k >= c)
+        throw argument_error("grove::data::read_csv: target_index " + std::to_string(k) +
+                             " is outside the " + std::to_string(columns) + " columns of " +
+                             quoted(reader.source));
+      target = static_cast<std::size_t>(k < 0 ? k + c : k);
+      has_target = true;
+    }
+    if constexpr (is_labels_v<Y>)
+      if (!has_target)
+        throw argument_error(
+            "grove::data::read_csv: labels need a target column: give target or target_index");
+    if (has_target && columns < 2)
+      reader.fail(line, "the only column is the target: there are no inputs");
+    return is_header;
+  }
+
+  void find_target_by_name(std::size_t line) {
+    const std::string& wanted = *options().target;
+    std::size_t found = columns;
+    for (std::size_t c = 0; c < columns; ++c)
+      if (names[c] == wanted) {
+        if (found != columns)
+          reader.fail(line, "the header names the target " + csv_reader::shown(wanted) + " twice");
+        found = c;
+      }
+    if (found == columns) {
+      std::string list;
+      for (const auto& n : names) list += (list.empty() ? "" : ", ") + csv_reader::shown(n);
+      reader.fail(
+          line, "the header has no column " + csv_reader::shown(wanted) + " (it has " + list + ")");
+    }
+    target = found;
+    has_target = true;
+  }
+
+  // The number in field `column` of line `line`, refused as the header's comment says.
+  double value(const csv_field& f, std::size_t line, std::size_t column) const {
+    std::string where = "column " + std::to_string(column + 1);
+    if (!names.empty()) where += " (" + csv_reader::shown(names[column]) + ")";
+    if (f.text.empty()) reader.fail(line, where + " is empty (a missing value)");
+    const auto v = csv_reader::number(f.text);
+    if (!v) reader.fail(line, where + ": " + csv_reader::shown(f.text) + " is not a number");
+    if (!std::isfinite(*v)) {
+      const bool written = std::isnan(*v) || f.text.find_first_of("iI") != std::string_view::npos;
+      if (!written)
+        reader.fail(line,
+                    where + ": " + csv_reader::shown(f.text) + " is out of the range of double");
+      if (!options().allow_non_finite)
+        reader.fail(line,
+                    where + ": " + csv_reader::shown(f.text) +
+                        " is not finite (pass allow_non_finite to accept NaN and infinities)");
+    }
+    return *v;
+  }
+
+  void data_row(const std::vector<csv_field>& fields, std::size_t line) {
+    if (fields.size() != columns)
+      reader.fail(line, "has " + std::to_string(fields.size()) + " fields, but line " +
+                            std::to_string(first_line) + " has " + std::to_string(columns));
+    for (std::size_t c = 0; c < columns; ++c) {
+      const double v = value(fields[c], line, c);
+      if (has_target && c == target) {
+        if constexpr (is_labels_v<Y>) {
+          using L = typename Y::Scalar;
+          if (!(v == std::floor(v)) || v < static_cast<double>(std::numeric_limits<L>::min()) ||
+              v > static_cast<double>(std::numeric_limits<L>::max()))
+            reader.fail(line, "the target (column " + std::to_string(c + 1) + "): " +
+                                  csv_reader::shown(fields[c].text) + " is not an integer label");
+          targets.push_back(static_cast<L>(v));
+        } else {
+          targets.push_back(static_cast<typename Y::Scalar>(v));
+        }
+      } else {
+        if (std::isfinite(v) && std::abs(v) > static_cast<double>(std::numeric_limits<T>::max()))
+          reader.fail(line, "column " + std::to_string(c + 1) + ": " +
+                                csv_reader::shown(fields[c].text) +
+                                " is out of the range of the element type");
+        inputs.push_back(static_cast<T>(v));
+      }
+    }
+    ++rows;
+  }
+
+  csv_dataset<T, Y> dataset() const {
+    csv_dataset<T, Y> out;
+    const auto n = static_cast<Eigen::Index>(rows);
+    const auto features = static_cast<Eigen::Index>(columns - (has_target ? 1 : 0));
+    // The file's rows one after the other are the columns of a features x n matrix.
+    out.inputs = Eigen::Map<const Matrix<T>>(inputs.data(), features, n);
+    if constexpr (is_labels_v<Y>)
+      out.targets = Eigen::Map<const Y>(targets.data(), n);
+    else
+      out.targets = Eigen::Map<const Y>(targets.data(), has_target ? 1 : 0, n);
+    for (std::size_t c = 0; c < names.size(); ++c) {
+      if (has_target && c == target)
+        out.target_name = names[c];
+      else
+        out.input_names.push_back(names[c]);
+    }
+    return out;
+  }
+};
+
+}  // namespace detail
+
 /// The dataset in CSV text (see the header's comment for what is accepted and refused);
 /// `source` names the text in messages. Inputs are the columns other than the target, in the
 /// file's order; each row is an example (a column of `inputs`).
@@ -188,165 +345,29 @@ template <class T = float, target_storage Y = Matrix<T>>
 csv_dataset<T, Y> parse_csv(std::string_view text, const std::filesystem::path& source,
                             const csv_options& options = {}) {
   static_assert(std::is_floating_point_v<T>, "grove::data::read_csv: inputs are floating-point");
-  detail::csv_reader r{source, options};
   if (options.target && options.target_index)
     throw argument_error(
-        "grove::data::read_csv: give the target column by name or by index, "
-        "not both");
+        "grove::data::read_csv: give the target column by name or by index, not both");
   if (options.delimiter == '"' || options.delimiter == '\n' || options.delimiter == '\r')
     throw argument_error("grove::data::read_csv: '" + std::string(1, options.delimiter) +
                          "' cannot separate fields");
   if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);
 
-  csv_dataset<T, Y> out;
-  std::vector<T> inputs;
-  std::vector<typename Y::Scalar> targets;
-  std::vector<std::string> names;
+  const detail::csv_reader reader{source, options};
+  detail::csv_table<T, Y> table{reader};
   std::vector<detail::csv_field> fields;
   std::string scratch;
-  std::size_t columns = 0, target = 0, rows = 0;
-  bool has_target = false, first = true;
-  std::size_t line_number = 0, first_line = 0;
-
-  auto value_of = [&](const detail::csv_field& f, std::size_t line, std::size_t column) {
-    auto where = [&] {
-      std::string w = "column " + std::to_string(column + 1);
-      if (!names.empty()) w += " (" + detail::csv_reader::shown(names[column]) + ")";
-      return w;
-    };
-    if (f.text.empty()) r.fail(line, where() + " is empty (a missing value)");
-    const auto v = detail::csv_reader::number(f.text);
-    if (!v) r.fail(line, where() + ": " + detail::csv_reader::shown(f.text) + " is not a number");
-    if (!std::isfinite(*v)) {
-      const bool written = std::isnan(*v) || f.text.find_first_of("iI") != std::string_view::npos;
-      if (!written)
-        r.fail(line, where() + ": " + detail::csv_reader::shown(f.text) +
-                         " is out of the range of double");
-      if (!options.allow_non_finite)
-        r.fail(line, where() + ": " + detail::csv_reader::shown(f.text) +
-                         " is not finite (pass allow_non_finite to accept NaN and infinities)");
-    }
-    return *v;
-  };
-
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    std::size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(pos, end - pos);
-    pos = end + 1;
-    ++line_number;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (detail::csv_reader::trim(line).empty()) continue;
-    r.split(line, line_number, fields, scratch);
-
-    if (first) {
-      first = false;
-      first_line = line_number;
-      columns = fields.size();
-      bool all_numbers = true;
-      for (const auto& f : fields)
-        if (!detail::csv_reader::number(f.text)) all_numbers = false;
-      const bool is_header = options.header == csv_header::present ||
-                             (options.header == csv_header::detect && !all_numbers);
-      if (options.target) {
-        if (!is_header)
-          throw argument_error("grove::data::read_csv: " + detail::quoted(source) +
-                               " has no header row, so its target cannot be found by name (" +
-                               detail::csv_reader::shown(*options.target) + "): give target_index");
-      }
-      if (is_header) {
-        for (const auto& f : fields) names.emplace_back(f.text);
-        if (options.target) {
-          std::size_t found = columns;
-          for (std::size_t c = 0; c < columns; ++c)
-            if (names[c] == *options.target) {
-              if (found != columns)
-                r.fail(line_number, "the header names the target " +
-                                        detail::csv_reader::shown(*options.target) + " twice");
-              found = c;
-            }
-          if (found == columns) {
-            std::string list;
-            for (const auto& n : names)
-              list += (list.empty() ? "" : ", ") + detail::csv_reader::shown(n);
-            r.fail(line_number, "the header has no column " +
-                                    detail::csv_reader::shown(*options.target) + " (it has " +
-                                    list + ")");
-          }
-          target = found;
-          has_target = true;
-        }
-      }
-      if (options.target_index) {
-        const auto k = *options.target_index;
-        const auto c = static_cast<std::int64_t>(columns);
-        if (k < -c || k >= c)
-          throw argument_error("grove::data::read_csv: target_index " + std::to_string(k) +
-                               " is outside the " + std::to_string(columns) + " columns of " +
-                               detail::quoted(source));
-        target = static_cast<std::size_t>(k < 0 ? k + c : k);
-        has_target = true;
-      }
-      if constexpr (is_labels_v<Y>)
-        if (!has_target)
-          throw argument_error(
-              "grove::data::read_csv: labels need a target column: give "
-              "target or target_index");
-      if (has_target && columns < 2)
-        r.fail(line_number, "the only column is the target: there are no inputs");
-      if (is_header) continue;
-    }
-
-    if (fields.size() != columns)
-      r.fail(line_number, "has " + std::to_string(fields.size()) + " fields, but line " +
-                              std::to_string(first_line) + " has " + std::to_string(columns));
-    for (std::size_t c = 0; c < columns; ++c) {
-      const double v = value_of(fields[c], line_number, c);
-      if (has_target && c == target) {
-        if constexpr (is_labels_v<Y>) {
-          using L = typename Y::Scalar;
-          if (!(v == std::floor(v)) || v < static_cast<double>(std::numeric_limits<L>::min()) ||
-              v > static_cast<double>(std::numeric_limits<L>::max()))
-            r.fail(line_number, "the target (column " + std::to_string(c + 1) +
-                                    "): " + detail::csv_reader::shown(fields[c].text) +
-                                    " is not an integer label");
-          targets.push_back(static_cast<L>(v));
-        } else {
-          targets.push_back(static_cast<typename Y::Scalar>(v));
-        }
-        continue;
-      }
-      if (std::isfinite(v) && std::abs(v) > static_cast<double>(std::numeric_limits<T>::max()))
-        r.fail(line_number, "column " + std::to_string(c + 1) + ": " +
-                                detail::csv_reader::shown(fields[c].text) +
-                                " is out of the range of the element type");
-      inputs.push_back(static_cast<T>(v));
-    }
-    ++rows;
-  }
-  if (rows == 0)
+  bool first = true;
+  detail::for_each_csv_line(text, [&](std::string_view line, std::size_t number) {
+    reader.split(line, number, fields, scratch);
+    if (std::exchange(first, false) && table.first_row(fields, number)) return;
+    table.data_row(fields, number);
+  });
+  if (table.rows == 0)
     throw io::format_error(
         "grove::data::read_csv", source,
         first ? "the file holds no rows" : "the file holds no examples, only a header");
-
-  const auto n = static_cast<Eigen::Index>(rows);
-  const auto features = static_cast<Eigen::Index>(columns - (has_target ? 1 : 0));
-  // The file's rows one after the other are the columns of a features x n matrix.
-  out.inputs = Eigen::Map<const Matrix<T>>(inputs.data(), features, n);
-  if constexpr (is_labels_v<Y>)
-    out.targets = Eigen::Map<const Y>(targets.data(), n);
-  else
-    out.targets = Eigen::Map<const Y>(targets.data(), has_target ? 1 : 0, n);
-  if (!names.empty()) {
-    for (std::size_t c = 0; c < columns; ++c) {
-      if (has_target && c == target)
-        out.target_name = names[c];
-      else
-        out.input_names.push_back(names[c]);
-    }
-  }
-  return out;
+  return table.dataset();
 }
 
 /// The dataset in the CSV file `path` (a regular file of at most options.max_bytes); see
