@@ -6,12 +6,8 @@ target_link_libraries(test_data PRIVATE grove::idx)
 
 # docs/data.md: its program compiled, run and its output compared; its other C++ blocks are in
 # the examples.
-grove_doc_program(TARGET data_snippet TEST docs_data_program_output DOC docs/data.md)
-if(NOT GROVE_SANITIZE)
-  add_test(NAME docs_data_snippets
-           COMMAND ${CMAKE_COMMAND} -DSOURCE_DIR=${PROJECT_SOURCE_DIR} -DDOC=docs/data.md
-                   -P ${CMAKE_CURRENT_SOURCE_DIR}/doc_snippets.cmake)
-endif()
+grove_doc_program(TARGET data_snippet TEST docs_data_program_output DOC docs/data.md
+                  SNIPPETS_TEST docs_data_snippets)
 
 # --- libFuzzer (optional): cmake -DCMAKE_CXX_COMPILER=clang++ -DGROVE_FUZZ=ON ----------------------
 if(GROVE_FUZZ)

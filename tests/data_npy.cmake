@@ -34,12 +34,7 @@ endif()
 # --- docs/npy.md: its program compiled, run and its output compared; its other C++ blocks are in
 # test_data_npy.cpp ------------------------------------------------------------------------------
 grove_doc_program(TARGET npy_snippet TEST docs_npy_program_output DOC docs/npy.md
-                  LIBRARIES grove::npz)
-if(NOT GROVE_SANITIZE)
-  add_test(NAME docs_npy_snippets
-           COMMAND ${CMAKE_COMMAND} -DSOURCE_DIR=${PROJECT_SOURCE_DIR} -DDOC=docs/npy.md
-                   -P ${CMAKE_CURRENT_SOURCE_DIR}/doc_snippets.cmake)
-endif()
+                  SNIPPETS_TEST docs_npy_snippets LIBRARIES grove::npz)
 
 # --- libFuzzer (optional): cmake -DCMAKE_CXX_COMPILER=clang++ -DGROVE_FUZZ=ON ----------------------
 if(GROVE_FUZZ)

@@ -18,12 +18,7 @@ grove_test(test_nn_gemm test_nn_gemm.cpp)
 grove_nn_target(test_nn_gemm)
 grove_test_properties(test_nn_gemm ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE")
 
-# --- the program of docs/nn.md: compiled, run, and its output compared ---------------------------
-grove_doc_program(TARGET nn_snippet TEST docs_nn_program_output DOC docs/nn.md)
-
-# --- the other C++ blocks of docs/nn.md: each in a compiled source -------------------------------
-if(NOT GROVE_SANITIZE)
-  add_test(NAME docs_nn_snippets
-           COMMAND ${CMAKE_COMMAND} -DSOURCE_DIR=${PROJECT_SOURCE_DIR} -DDOC=docs/nn.md
-                   -P ${CMAKE_CURRENT_SOURCE_DIR}/doc_snippets.cmake)
-endif()
+# --- docs/nn.md: its program compiled, run and its output compared; its other C++ blocks each in a
+# compiled source ----------------------------------------------------------------------------------
+grove_doc_program(TARGET nn_snippet TEST docs_nn_program_output DOC docs/nn.md
+                  SNIPPETS_TEST docs_nn_snippets)

@@ -23,6 +23,7 @@
 #include <utility>
 
 #include "grove/data/dataset.hpp"
+#include "grove/detail/shard.hpp"
 #include "grove/detail/threads.hpp"
 #include "grove/error.hpp"
 #include "grove/random/distributions.hpp"
@@ -86,16 +87,6 @@ struct Batch {
 
 namespace detail {
 
-struct shard_range {
-  Eigen::Index begin = 0, size = 0;
-};
-
-// parallel::shard's rule, here so that data need not include the collectives.
-inline shard_range shard_of(Eigen::Index batch, int index, int count) {
-  const Eigen::Index q = batch / count, r = batch % count;
-  return {index * q + std::min<Eigen::Index>(index, r), q + (index < r ? 1 : 0)};
-}
-
 // A batch's columns gathered: inputs features x capacity, targets likewise.
 template <class T, class Y>
 struct batch_buffer {
@@ -139,7 +130,7 @@ class Batches {
                            " is outside the epoch's " + std::to_string(count_) + " batches");
     order_ = random::permutation(key, n);
     const Eigen::Index capacity =
-        detail::shard_of(batch_size, options.shard_index, options.shard_count).size;
+        grove::detail::shard_of(batch_size, options.shard_index, options.shard_count).size;
     for (auto& b : buffers_) {
       b.inputs.resize(d.inputs.rows(), capacity);
       if constexpr (is_labels_v<Y>)
@@ -199,7 +190,7 @@ class Batches {
     const Eigen::Index n = data_->size();
     const Eigen::Index first = batch * batch_size_;
     const Eigen::Index size = std::min(batch_size_, n - first);
-    const auto mine = detail::shard_of(size, options_.shard_index, options_.shard_count);
+    const auto mine = grove::detail::shard_of(size, options_.shard_index, options_.shard_count);
     // Copying columns from all over a large dataset waits on memory more than it uses its
     // bandwidth, so the threads that train share it too (not the prefetching worker, which runs
     // beside them); a small batch stays on one thread.

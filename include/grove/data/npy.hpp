@@ -213,20 +213,43 @@ inline NpyArray npy_array(const npy_header& h) {
   return a;
 }
 
+// A .npy file opened, its header read and checked against its size; the data not yet read.
+struct npy_file {
+  io::input_file in;
+  npy_where where;
+  npy_layout layout;
+
+  npy_file(const std::filesystem::path& file, std::string_view function)
+      : in(file, function), where{function, file, {}, "file"}, layout(read_layout()) {}
+
+  // Reads the data (header.data_bytes() bytes) into `out`.
+  void read_data(void* out) const {
+    if (!in.read_at(layout.data_offset, out, layout.header.data_bytes()))
+      where.fail("truncated data: the file shrank to less than " +
+                 std::to_string(layout.data_offset + layout.header.data_bytes()) +
+                 " bytes while it was read");
+  }
+
+  // The whole array, as the file holds it.
+  NpyArray array() const {
+    NpyArray a = npy_array(layout.header);
+    a.bytes.resize(static_cast<std::size_t>(layout.header.data_bytes()));
+    read_data(a.bytes.data());
+    return a;
+  }
+
+ private:
+  npy_layout read_layout() const {
+    auto read = [&](std::uint64_t offset, void* out, std::uint64_t n) {
+      return in.read_at(offset, out, n);
+    };
+    return read_npy_layout(read, in.size(), where);
+  }
+};
+
 // A whole .npy file.
 inline NpyArray read_npy_file(const std::filesystem::path& file, std::string_view function) {
-  io::input_file in(file, function);
-  const npy_where where{function, file, {}, "file"};
-  auto read = [&](std::uint64_t offset, void* out, std::uint64_t n) {
-    return in.read_at(offset, out, n);
-  };
-  const auto layout = read_npy_layout(read, in.size(), where);
-  NpyArray a = npy_array(layout.header);
-  a.bytes.resize(static_cast<std::size_t>(layout.header.data_bytes()));
-  if (!in.read_at(layout.data_offset, a.bytes.data(), a.bytes.size()))
-    where.fail("truncated data: the file shrank to less than " +
-               std::to_string(layout.data_offset + a.bytes.size()) + " bytes while it was read");
-  return a;
+  return npy_file(file, function).array();
 }
 
 // A .npy file held in memory (an .npz entry): its data becomes the array's, without a copy.
@@ -247,36 +270,25 @@ inline NpyArray npy_from_bytes(std::vector<std::byte>&& buffer, const npy_where&
 // bytes other than 0 and 1 need converting), read straight into the matrix's memory: one pass
 // over the data instead of a read, a copy and a conversion, for a column-major file; a row-major
 // one is read whole and transposed once. Nothing when the file needs converting or has more
-// than 2 dimensions (load_npy's general path then reads it, with the same checks).
+// than 2 dimensions: load_npy's general path then reads the same opened file.
 template <class T>
-std::optional<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>> load_npy_direct(
-    const std::filesystem::path& file, std::string_view function) {
+std::optional<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>> load_npy_direct(const npy_file& f) {
   if constexpr (std::is_same_v<T, bool>) {
     return std::nullopt;
   } else {
-    io::input_file in(file, function);
-    const npy_where where{function, file, {}, "file"};
-    auto read = [&](std::uint64_t offset, void* out, std::uint64_t n) {
-      return in.read_at(offset, out, n);
-    };
-    const auto layout = read_npy_layout(read, in.size(), where);
-    const npy_header& h = layout.header;
+    const npy_header& h = f.layout.header;
     const npy_dtype native = npy_dtype_of<T>();
     if (h.shape.size() > 2 || h.dtype.kind != native.kind || h.dtype.size != native.size ||
         h.dtype.swapped())
       return std::nullopt;
     const Eigen::Index rows = h.shape.empty() ? 1 : static_cast<Eigen::Index>(h.shape[0]);
     const Eigen::Index cols = h.shape.size() < 2 ? 1 : static_cast<Eigen::Index>(h.shape[1]);
-    auto truncated = [&] {
-      where.fail("truncated data: the file shrank to less than " +
-                 std::to_string(layout.data_offset + h.data_bytes()) + " bytes while it was read");
-    };
     Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic> m(rows, cols);
     if (h.fortran_order || rows == 1 || cols == 1) {
-      if (!in.read_at(layout.data_offset, m.data(), h.data_bytes())) truncated();
+      f.read_data(m.data());
     } else {
       Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> c(rows, cols);
-      if (!in.read_at(layout.data_offset, c.data(), h.data_bytes())) truncated();
+      f.read_data(c.data());
       m = c;
     }
     return m;
@@ -430,8 +442,9 @@ Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic> load_npy(const std::filesystem:
                 "grove: load_npy<T>: T is bool, a signed or unsigned integer, float, double, "
                 "Eigen::half, std::complex<float> or std::complex<double>");
   constexpr std::string_view function = "grove::data::load_npy";
-  if (auto direct = detail::load_npy_direct<T>(file, function)) return std::move(*direct);
-  const auto a = detail::read_npy_file(file, function);
+  const detail::npy_file f(file, function);
+  if (auto direct = detail::load_npy_direct<T>(f)) return std::move(*direct);
+  const auto a = f.array();
   if (a.shape.size() > 2)
     throw io::format_error(function, file, detail::npy_rank_problem(a, "load_npy"));
   const auto h = detail::checked_npy_array(a, function);

@@ -87,9 +87,7 @@ std::size_t bytes_of(const Tree& tree) {
   std::size_t bytes = 0;
   grove::tree_for_each(
       [&](const auto& leaf) {
-        using L = std::remove_cvref_t<decltype(leaf)>;
-        require_collective_leaf<L>();
-        bytes += static_cast<std::size_t>(leaf_size(leaf)) * sizeof(leaf_scalar_t<L>);
+        byte_runs(leaf, [&](const std::byte*, std::size_t n) { bytes += n; });
       },
       tree);
   return bytes;
@@ -101,18 +99,6 @@ template <class P, class Fn>
 void overlap(P* run, std::size_t off, std::size_t n, std::size_t lo, std::size_t hi, Fn&& fn) {
   const std::size_t b = std::max(off, lo), e = std::min(off + n, hi);
   if (b < e) fn(run + (b - off), b - lo, e - b);
-}
-
-// Bytes of all leaves, for broadcast (which takes every broadcast_leaf).
-template <class Tree>
-std::size_t broadcast_bytes_of(const Tree& tree) {
-  std::size_t bytes = 0;
-  grove::tree_for_each(
-      [&](const auto& leaf) {
-        byte_runs(leaf, [&](const std::byte*, std::size_t n) { bytes += n; });
-      },
-      tree);
-  return bytes;
 }
 
 inline Moves moves_of(const Staging& staging) {
@@ -215,25 +201,11 @@ decltype(auto) with_staging(C& comm, F&& f) {
   }
 }
 
+// A tree of plain leaves: Eigen dense objects as their plain objects (a Map as the matrix it
+// maps), numbers, tensors and values copied. An Eigen::TensorMap would still point at the same
+// memory, so the functional forms, which return a new tree, refuse it (the _inplace ones take it).
 template <class Tree>
 auto plain_copy(const Tree& tree) {
-  return grove::tree_map(
-      [](const auto& leaf) {
-        using L = std::remove_cvref_t<decltype(leaf)>;
-        require_collective_leaf<L>();
-        if constexpr (std::is_arithmetic_v<L>)
-          return leaf;
-        else
-          return typename L::PlainObject(leaf);
-      },
-      tree);
-}
-
-// A tree of plain leaves with broadcast's leaf types: Eigen dense objects as their plain
-// objects, tensors and values copied (an Eigen::TensorMap would still point at the same memory, so
-// broadcast, which returns a new tree, refuses it: broadcast_inplace takes it).
-template <class Tree>
-auto broadcast_copy(const Tree& tree) {
   return grove::tree_map(
       [](const auto& leaf) {
         using L = std::remove_cvref_t<decltype(leaf)>;
@@ -242,8 +214,8 @@ auto broadcast_copy(const Tree& tree) {
           return typename L::PlainObject(leaf);
         } else {
           static_assert(!tensor_leaf<L> || std::is_default_constructible_v<L>,
-                        "grove::parallel::broadcast: an Eigen::TensorMap leaf would still point at "
-                        "the same memory: use broadcast_inplace");
+                        "grove::parallel: an Eigen::TensorMap leaf would still point at the same "
+                        "memory: use the _inplace form");
           return L(leaf);
         }
       },
@@ -299,7 +271,7 @@ template <class Tree, device_group C>
 void broadcast_inplace(Tree& tree, C& comm, int root = 0) {
   detail::with_staging(comm, [&](Staging& staging) {
     detail::agree(comm, "broadcast", detail::op::broadcast, root, detail::moves_of(staging),
-                  std::as_const(tree), detail::broadcast_bytes_of(tree));
+                  std::as_const(tree), detail::bytes_of(tree));
     if (root < 0 || root >= comm.size())
       throw ::grove::argument_error("grove::parallel::broadcast: root " + std::to_string(root) +
                                     " is not a rank of this communicator (size " +
@@ -367,7 +339,7 @@ auto pmean(const Tree& tree, C& comm) {
 /// A new tree equal to root's tree on every device (see broadcast_inplace).
 template <class Tree, device_group C>
 auto broadcast(const Tree& tree, C& comm, int root = 0) {
-  auto out = detail::broadcast_copy(tree);
+  auto out = detail::plain_copy(tree);
   broadcast_inplace(out, comm, root);
   return out;
 }

@@ -24,6 +24,7 @@
 #include <string>
 #include <type_traits>
 
+#include "grove/detail/shard.hpp"
 #include "grove/error.hpp"
 #include "grove/nn.hpp"
 #include "grove/parallel/collectives.hpp"
@@ -46,8 +47,8 @@ inline Shard shard(Eigen::Index batch, int rank, int size) {
     throw argument_error("grove::parallel::shard: rank " + std::to_string(rank) + " of " +
                          std::to_string(size) + " devices and a batch of " + std::to_string(batch) +
                          " examples make no shard");
-  const Eigen::Index q = batch / size, r = batch % size;
-  return {rank * q + std::min<Eigen::Index>(rank, r), q + (rank < r ? 1 : 0)};
+  const auto part = grove::detail::shard_of(batch, rank, size);
+  return {part.begin, part.size};
 }
 
 /// This device's shard of a batch of `batch` examples.

@@ -47,20 +47,26 @@ constexpr bool collective_leaf() {
     return false;
 }
 
-template <class L>
-constexpr void require_collective_leaf() {
-  static_assert(collective_leaf<L>(),
-                "grove::parallel: every leaf of a tree given to a collective must be an arithmetic "
-                "scalar (not bool) or an Eigen dense object with its own memory (Matrix, Array, "
-                "Map, Ref) of arithmetic elements");
+// A number, or an Eigen dense object with direct access to its memory: a leaf whose elements
+// leaf_runs walks.
+template <class T>
+constexpr bool memory_leaf() {
+  if constexpr (std::is_arithmetic_v<T>)
+    return true;
+  else if constexpr (::grove::detail::eigen_dense<T>)
+    return (T::Flags & Eigen::DirectAccessBit) != 0;
+  else
+    return false;
 }
 
 // Calls fn(ptr, n) for each contiguous run of the leaf's elements, in storage order (column-major
-// unless the leaf says otherwise); a plain object is one run.
+// unless the leaf says otherwise); a plain object is one run. The reductions walk their leaves
+// with it, and broadcast its numbers and Eigen objects (bool and 16-bit float elements too).
 template <class Leaf, class Fn>
 void leaf_runs(Leaf& leaf, Fn&& fn) {
   using T = std::remove_const_t<Leaf>;
-  require_collective_leaf<T>();
+  static_assert(memory_leaf<T>(),
+                "grove::parallel: leaf_runs takes numbers and Eigen dense objects with memory");
   if constexpr (std::is_arithmetic_v<T>) {
     fn(&leaf, Eigen::Index{1});
   } else {
@@ -138,27 +144,16 @@ void byte_runs(Leaf& leaf, Fn&& fn) {
   if constexpr (!broadcast_leaf<T>()) {
     (void)leaf;  // refused above; nothing more to report
     (void)fn;
-  } else if constexpr (std::is_arithmetic_v<T> || value_leaf<T>) {
+  } else if constexpr (value_leaf<T>) {
     fn(reinterpret_cast<Byte*>(&leaf), sizeof(T));
   } else if constexpr (tensor_leaf<T>) {
     if (leaf.size() > 0)
       fn(reinterpret_cast<Byte*>(leaf.data()),
          static_cast<std::size_t>(leaf.size()) * sizeof(typename T::Scalar));
   } else {
-    const Eigen::Index inner = leaf.innerSize(), outer = leaf.outerSize();
-    const std::size_t e = sizeof(typename T::Scalar);
-    auto at = [&](Eigen::Index o, Eigen::Index i) {
-      return reinterpret_cast<Byte*>(leaf.data() + o * leaf.outerStride() + i * leaf.innerStride());
-    };
-    if (leaf.size() == 0) return;
-    if (leaf.innerStride() == 1 && (outer == 1 || leaf.outerStride() == inner)) {
-      fn(at(0, 0), static_cast<std::size_t>(leaf.size()) * e);
-    } else if (leaf.innerStride() == 1) {
-      for (Eigen::Index o = 0; o < outer; ++o) fn(at(o, 0), static_cast<std::size_t>(inner) * e);
-    } else {
-      for (Eigen::Index o = 0; o < outer; ++o)
-        for (Eigen::Index i = 0; i < inner; ++i) fn(at(o, i), e);
-    }
+    leaf_runs(leaf, [&](auto* p, Eigen::Index n) {
+      fn(reinterpret_cast<Byte*>(p), static_cast<std::size_t>(n) * sizeof(*p));
+    });
   }
 }
 
