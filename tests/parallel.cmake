@@ -19,8 +19,11 @@ function(grove_parallel_target target)
 endfunction()
 
 grove_test(test_parallel test_parallel.cpp test_parallel_train.cpp test_parallel_leaves.cpp)
+# JAX's other collectives against element-by-element references: a suite of its own, so that its
+# long translation unit builds beside test_parallel's.
+grove_test(test_parallel_collectives test_parallel_collectives.cpp)
 grove_test(test_parallel_alloc test_parallel_alloc.cpp)
-foreach(_grove_par IN ITEMS test_parallel test_parallel_alloc)
+foreach(_grove_par IN ITEMS test_parallel test_parallel_collectives test_parallel_alloc)
   grove_parallel_target(${_grove_par})
   # A collective that waited forever would fail the test here, not hang it.
   grove_test_properties(${_grove_par} TIMEOUT 300 ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE")

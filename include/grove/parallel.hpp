@@ -1,5 +1,6 @@
-// grove/parallel.hpp: data parallelism the JAX way. Collectives on whole pytrees (psum, pmean,
-// broadcast, JAX's lax.psum / lax.pmean and a replicated put), over any `device_group`: the
+// grove/parallel.hpp: data parallelism the JAX way. Collectives on whole pytrees (JAX's psum,
+// pmean, all_gather, psum_scatter, pmax, pmin, ppermute, and broadcast, a replicated put), over
+// any `device_group`: the
 // devices of grove::parallel::LocalDevices (threads of one process, JAX's pmap on a CPU) or MPI
 // ranks (grove::mpi::Communicator, in grove/parallel/mpi.hpp, the only header that needs MPI).
 // They need only the tree core. The data-parallel training step for grove::nn's networks joins
@@ -15,5 +16,8 @@
 
 #include "grove/parallel/collectives.hpp"
 #include "grove/parallel/communicator.hpp"
+#include "grove/parallel/extrema.hpp"
+#include "grove/parallel/gather.hpp"
 #include "grove/parallel/local_devices.hpp"
+#include "grove/parallel/permute.hpp"
 #include "grove/parallel/single_device.hpp"

@@ -22,3 +22,8 @@ grove_compile_fail(node_leaf_and_static "grove: the registration of T lists the 
 grove_compile_fail(node_static_twice "grove: the registration of U lists the field n twice among its static fields: list each field once")
 grove_compile_fail(psum_key_leaf "grove::parallel: every leaf of a tree given to a collective must be an arithmetic scalar")
 grove_compile_fail(broadcast_string_leaf "grove::parallel::broadcast: every leaf must be a number")
+grove_compile_fail(all_gather_stacked_matrix "grove::parallel::all_gather: stacking an Eigen matrix leaf would need three dimensions")
+grove_compile_fail(all_gather_tiled_number "grove::parallel::all_gather: a number has no axis to tile along")
+grove_compile_fail(all_gather_key_leaf "grove::parallel::all_gather: a leaf that is a value \\(such as a random::Key\\) has no array to be gathered into")
+grove_compile_fail(psum_scatter_number "grove::parallel::psum_scatter: a number has no dimension to scatter along")
+grove_compile_fail(pmax_bool_leaf "grove::parallel::pmax/pmin: every leaf must be a number \\(not bool\\)")

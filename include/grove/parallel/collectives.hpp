@@ -53,8 +53,9 @@ template <class Acc, class L, class... Ls>
 struct scalars_of_list<Acc, grove::detail::type_list<L, Ls...>> {
   static_assert(collective_leaf<L>(),
                 "grove::parallel: every leaf of a tree given to a collective must be an arithmetic "
-                "scalar (not bool) or an Eigen dense object with its own memory (Matrix, Array, "
-                "Map, Ref) of arithmetic elements");
+                "scalar (not bool), or an Eigen dense object with its own memory (Matrix, Array, "
+                "Map, Ref) or an Eigen tensor of arithmetic (not bool), Eigen::half or "
+                "Eigen::bfloat16 elements");
   using type = typename scalars_of_list<typename add_unique<Acc, leaf_scalar_t<L>>::type,
                                         grove::detail::type_list<Ls...>>::type;
 };
@@ -222,16 +223,53 @@ auto plain_copy(const Tree& tree) {
       tree);
 }
 
+// The sum (or mean) over the devices of a tree's leaves of 16-bit float type H: their elements
+// in leaf order, in buckets of floats in staging memory, summed in float, divided in float and
+// rounded back to H once.
+template <class H, device_group C, class Tree>
+void reduce_half_leaves(C& comm, Staging& staging, Tree& tree, float div) {
+  std::size_t total = 0;
+  runs_of<H>(tree, [&](const H*, Eigen::Index n) { total += static_cast<std::size_t>(n); });
+  const std::size_t bucket = std::max<std::size_t>(1, staging.bucket_bytes() / sizeof(float));
+  float* buf = total > 0 ? staging.get<float>(std::min(total, bucket)) : nullptr;
+  for (std::size_t lo = 0; lo < total; lo += bucket) {
+    const std::size_t hi = std::min(total, lo + bucket);
+    std::size_t off = 0;
+    runs_of<H>(tree, [&](H* run, Eigen::Index n) {
+      overlap(run, off, static_cast<std::size_t>(n), lo, hi,
+              [&](const H* from, std::size_t at, std::size_t k) {
+                for (std::size_t i = 0; i < k; ++i) buf[at + i] = static_cast<float>(from[i]);
+              });
+      off += static_cast<std::size_t>(n);
+    });
+    comm.allreduce_sum(std::span<float>(buf, hi - lo));
+    off = 0;
+    runs_of<H>(tree, [&](H* run, Eigen::Index n) {
+      overlap(run, off, static_cast<std::size_t>(n), lo, hi,
+              [&](H* to, std::size_t at, std::size_t k) {
+                for (std::size_t i = 0; i < k; ++i)
+                  to[i] = static_cast<H>(div != 1.0f ? buf[at + i] / div : buf[at + i]);
+              });
+      off += static_cast<std::size_t>(n);
+    });
+  }
+}
+
 template <device_group C, class Tree>
 void psum_impl(C& comm, Tree& tree, const char* function, op o) {
   with_staging(comm, [&](Staging& staging) {
     agree(comm, function, o, 0, moves_of(staging), std::as_const(tree), bytes_of(tree));
     for_each_type(tree_scalars_t<Tree>{}, [&]<class S>(std::type_identity<S>) {
-      S div = S(1);
-      if constexpr (std::is_floating_point_v<S>)
-        if (o == op::pmean) div = static_cast<S>(comm.size());
-      reduce_leaves<S>(comm, staging, tree, S(1), std::span<S>{},
-                       [&](std::span<const S>) { return div; });
+      if constexpr (half_element<S>) {
+        reduce_half_leaves<S>(comm, staging, tree,
+                              o == op::pmean ? static_cast<float>(comm.size()) : 1.0f);
+      } else {
+        S div = S(1);
+        if constexpr (std::is_floating_point_v<S>)
+          if (o == op::pmean) div = static_cast<S>(comm.size());
+        reduce_leaves<S>(comm, staging, tree, S(1), std::span<S>{},
+                         [&](std::span<const S>) { return div; });
+      }
     });
   });
 }
@@ -239,7 +277,9 @@ void psum_impl(C& comm, Tree& tree, const char* function, op o) {
 }  // namespace detail
 
 /// lax.psum on a whole tree, in place: every leaf becomes the sum over the devices of that leaf
-/// (element by element, in rank order on LocalDevices). Every device must call it with a tree of
+/// (element by element, in rank order on LocalDevices). Leaves: numbers (not bool), Eigen dense
+/// objects with their own memory and Eigen tensors; Eigen::half and Eigen::bfloat16 elements are
+/// summed in float and rounded once. Every device must call it with a tree of
 /// the same structure, leaf types and shapes; otherwise every device raises the same
 /// grove::tree_error naming the first difference and nothing is changed. Allocates nothing once
 /// the communicator's staging memory has held the tree.
@@ -253,7 +293,7 @@ void psum_inplace(Tree& tree, C& comm) {
 template <class Tree, device_group C>
 void pmean_inplace(Tree& tree, C& comm) {
   detail::for_each_type(detail::tree_scalars_t<Tree>{}, []<class S>(std::type_identity<S>) {
-    static_assert(std::is_floating_point_v<S>,
+    static_assert(std::is_floating_point_v<S> || detail::half_element<S>,
                   "grove::parallel::pmean: every leaf must have floating-point elements (an "
                   "integer mean would be truncated; use psum)");
   });

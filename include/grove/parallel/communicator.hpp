@@ -33,7 +33,21 @@ concept reducible = std::is_arithmetic_v<T> && !std::is_same_v<T, bool>;
 ///   c.broadcast(std::span<std::byte> buf, int root) in place: buf = root's buf.
 ///
 /// Optionally `c.staging()` returns a grove::parallel::Staging& that the pytree collectives reuse
-/// (they allocate staging memory on each call otherwise).
+/// (they allocate staging memory on each call otherwise). Three more primitives are optional too;
+/// a group that lacks one gets the same results from the primitives above, with more messages:
+///
+///   c.allgather(std::span<std::byte> buf)  in place: buf holds size() blocks of equal length;
+///                                          on entry block rank() is this device's, on return
+///                                          block r is device r's (all_gather; MPI_Allgather).
+///   c.reduce_scatter_sum(std::span<const T> in, std::span<T> out)   in holds size() blocks of
+///                                          out.size() elements; out = the sum over devices of
+///                                          their block rank() (psum_scatter;
+///                                          MPI_Reduce_scatter_block), T any `reducible` type.
+///   c.sendrecv(std::span<const std::byte> send, int dest, std::span<std::byte> recv, int source)
+///                                          sends `send` to device dest and receives `recv` from
+///                                          device source, both of the same length on every
+///                                          device; -1 for no dest or no source (ppermute;
+///                                          MPI_Sendrecv).
 template <class C>
 concept device_group = requires(C& c, const C& cc, std::span<float> f, std::span<double> d,
                                 std::span<std::uint64_t> u, std::span<std::byte> b, int root) {

@@ -186,6 +186,9 @@ class DeviceGroup {
 inline constexpr std::uint64_t tag_sum = 1ull << 32;
 inline constexpr std::uint64_t tag_max = 2ull << 32;
 inline constexpr std::uint64_t tag_broadcast = 3ull << 32;
+inline constexpr std::uint64_t tag_allgather = 4ull << 32;
+inline constexpr std::uint64_t tag_reduce_scatter = 5ull << 32;
+inline constexpr std::uint64_t tag_sendrecv = 6ull << 32;
 
 // The part of [0, n) that device `rank` of `size` reduces: equal shares, starting at multiples
 // of 64 bytes so that no two devices write the same cache line.
@@ -205,6 +208,12 @@ inline std::string collective_name(std::uint64_t tag) {
       return "allreduce_sum";
     case 2:
       return "allreduce_max";
+    case 4:
+      return "allgather";
+    case 5:
+      return "reduce_scatter_sum";
+    case 6:
+      return "sendrecv";
     default:
       return "broadcast";
   }
@@ -230,19 +239,7 @@ class LocalDevices {
     /// that an overflow is no undefined behaviour).
     template <reducible T>
     void allreduce_sum(std::span<T> buf) {
-      reduce(
-          buf, detail::tag_sum | detail::scalar_code<T>(), [](T* acc, const T* x, std::size_t n) {
-            if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
-              using U = std::make_unsigned_t<T>;
-              for (std::size_t i = 0; i < n; ++i)
-                acc[i] =
-                    static_cast<T>(static_cast<U>(static_cast<U>(acc[i]) + static_cast<U>(x[i])));
-            } else {
-              using A = Eigen::Array<T, Eigen::Dynamic, 1>;
-              Eigen::Map<A>(acc, static_cast<Eigen::Index>(n)) +=
-                  Eigen::Map<const A>(x, static_cast<Eigen::Index>(n));
-            }
-          });
+      reduce(buf, detail::tag_sum | detail::scalar_code<T>(), add<T>);
     }
 
     /// In place: the elementwise maximum over devices.
@@ -267,6 +264,77 @@ class LocalDevices {
       if (!problem.empty()) throw ::grove::argument_error(problem);
     }
 
+    /// In place: buf holds size() blocks of equal length; block rank() is this device's, and on
+    /// return block r is device r's.
+    void allgather(std::span<std::byte> buf) {
+      const std::size_t block = check_blocks("allgather", buf.size());
+      auto& mine = group_->slot(rank_);
+      mine = {buf.data(), buf.size(), detail::tag_allgather, 0};
+      group_->arrive_and_wait();
+      const std::string problem = agreement(buf.size(), detail::tag_allgather, 0);
+      if (problem.empty() && block > 0)
+        for (int r = 0; r < size(); ++r) {
+          if (r == rank_) continue;
+          const auto at = static_cast<std::size_t>(r) * block;
+          std::memcpy(buf.data() + at, static_cast<const std::byte*>(group_->slot(r).data) + at,
+                      block);
+        }
+      group_->arrive_and_wait();  // every block is read before anyone goes on
+      if (!problem.empty()) throw ::grove::argument_error(problem);
+    }
+
+    /// in holds size() blocks of out.size() elements; out = the sum over devices of their block
+    /// rank(), added in rank order: the same bits as that block of allreduce_sum. Signed
+    /// integers wrap around as there.
+    template <reducible T>
+    void reduce_scatter_sum(std::span<const T> in, std::span<T> out) {
+      if (in.size() != out.size() * static_cast<std::size_t>(size()))
+        throw ::grove::argument_error(
+            "grove::parallel::LocalDevices::Device::reduce_scatter_sum: in has " +
+            std::to_string(in.size()) + " elements, not " + std::to_string(size()) +
+            " blocks of out's " + std::to_string(out.size()));
+      const std::uint64_t tag = detail::tag_reduce_scatter | detail::scalar_code<T>();
+      auto& mine = group_->slot(rank_);
+      mine = {const_cast<T*>(in.data()), in.size(), tag, 0};  // read only, by every device
+      group_->arrive_and_wait();
+      const std::string problem = agreement(in.size(), tag, 0);
+      if (problem.empty() && !out.empty()) {
+        const std::size_t at = static_cast<std::size_t>(rank_) * out.size();
+        std::memcpy(out.data(), static_cast<const T*>(group_->slot(0).data) + at,
+                    out.size() * sizeof(T));
+        for (int r = 1; r < size(); ++r)
+          add(out.data(), static_cast<const T*>(group_->slot(r).data) + at, out.size());
+      }
+      group_->arrive_and_wait();  // every block is read before anyone goes on
+      if (!problem.empty()) throw ::grove::argument_error(problem);
+    }
+
+    /// Sends `send` to device dest and receives `recv` from device source (-1: none); every
+    /// device passes buffers of the same length, and device source must send to this one.
+    void sendrecv(std::span<const std::byte> send, int dest, std::span<std::byte> recv,
+                  int source) {
+      if (dest < -1 || dest >= size() || source < -1 || source >= size() ||
+          send.size() != recv.size())
+        throw ::grove::argument_error(
+            "grove::parallel::LocalDevices::Device::sendrecv: dest " + std::to_string(dest) +
+            " and source " + std::to_string(source) + " must be devices or -1 (there " +
+            (size() == 1 ? "is 1" : "are " + std::to_string(size())) +
+            "), and send and recv of one length (" + std::to_string(send.size()) + " and " +
+            std::to_string(recv.size()) + " bytes)");
+      auto& mine = group_->slot(rank_);
+      mine = {const_cast<std::byte*>(send.data()), send.size(), detail::tag_sendrecv, dest};
+      group_->arrive_and_wait();
+      std::string problem = agreement(send.size(), detail::tag_sendrecv, -1);
+      if (problem.empty() && source >= 0 && group_->slot(source).root != rank_)
+        problem = "grove::parallel::LocalDevices: device " + std::to_string(rank_) +
+                  " receives from device " + std::to_string(source) + ", which sends to " +
+                  std::to_string(group_->slot(source).root);
+      if (problem.empty() && source >= 0 && !recv.empty())
+        std::memcpy(recv.data(), group_->slot(source).data, recv.size());
+      group_->arrive_and_wait();  // every send buffer is read before anyone goes on
+      if (!problem.empty()) throw ::grove::argument_error(problem);
+    }
+
     /// Waits until every device has arrived.
     void barrier() { group_->arrive_and_wait(); }
 
@@ -285,12 +353,37 @@ class LocalDevices {
             (size() == 1 ? "is 1" : "are " + std::to_string(size())) + ")");
     }
 
-    // "" when every device called the same collective on as many elements; otherwise why not,
-    // the same text on every device.
+    // acc += x, element by element. Signed integers are added as their unsigned type: they wrap
+    // around modulo 2^bits, as JAX's psum does, and an overflow is no undefined behaviour.
+    template <class T>
+    static void add(T* acc, const T* x, std::size_t n) {
+      if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+        using U = std::make_unsigned_t<T>;
+        for (std::size_t i = 0; i < n; ++i)
+          acc[i] = static_cast<T>(static_cast<U>(static_cast<U>(acc[i]) + static_cast<U>(x[i])));
+      } else {
+        using A = Eigen::Array<T, Eigen::Dynamic, 1>;
+        Eigen::Map<A>(acc, static_cast<Eigen::Index>(n)) +=
+            Eigen::Map<const A>(x, static_cast<Eigen::Index>(n));
+      }
+    }
+
+    // The length of one of size() equal blocks of `bytes`.
+    std::size_t check_blocks(const char* what, std::size_t bytes) const {
+      const auto n = static_cast<std::size_t>(size());
+      if (bytes % n != 0)
+        throw ::grove::argument_error(
+            "grove::parallel::LocalDevices::Device::" + std::string(what) + ": " +
+            std::to_string(bytes) + " bytes are not " + std::to_string(n) + " equal blocks");
+      return bytes / n;
+    }
+
+    // "" when every device called the same collective on as many elements (with the same root,
+    // unless root is -1); otherwise why not.
     std::string agreement(std::size_t count, std::uint64_t tag, int root) {
       for (int r = 0; r < size(); ++r) {
         const auto& s = group_->slot(r);
-        if (s.tag != tag || s.count != count || s.root != root)
+        if (s.tag != tag || s.count != count || (root >= 0 && s.root != root))
           return "grove::parallel::LocalDevices: the devices called different collectives: "
                  "device " +
                  std::to_string(r) + " called " + detail::collective_name(s.tag) + " on " +

@@ -31,6 +31,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "grove/error.hpp"
 #include "grove/parallel/collectives.hpp"
@@ -104,7 +105,8 @@ void in_pieces(T* data, std::size_t count, F&& f) {
 }  // namespace detail
 
 /// MPI for the program's lifetime: initializes it (MPI_Init_thread, asking for
-/// MPI_THREAD_FUNNELED: threads may compute, the main thread calls MPI) unless it already is,
+/// MPI_THREAD_SERIALIZED: threads may compute, and one thread at a time calls MPI, the main
+/// thread or, under grove::mpi::GlobalDevice, a local device's) unless it already is,
 /// and finalizes it at the end if it initialized it. If it is destroyed while an exception
 /// propagates on this rank, it calls MPI_Abort instead of MPI_Finalize when there are other
 /// ranks: they would otherwise wait forever in their next collective.
@@ -154,7 +156,7 @@ class Environment {
       MPI_Query_thread(&level_);
       return;
     }
-    detail::check(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &level_), "MPI_Init_thread");
+    detail::check(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &level_), "MPI_Init_thread");
     owns_ = true;
   }
 
@@ -217,6 +219,93 @@ class Communicator {
     detail::in_pieces(buf.data(), buf.size(), [&](std::byte* p, int n) {
       detail::check(MPI_Bcast(p, n, MPI_BYTE, root, comm_), "MPI_Bcast");
     });
+  }
+
+  /// In place: buf holds size() blocks of equal length; block rank() is this rank's, and on
+  /// return block r is rank r's (MPI_Allgather, MPI_IN_PLACE).
+  void allgather(std::span<std::byte> buf) {
+    const auto n = static_cast<std::size_t>(size_);
+    if (buf.size() % n != 0)
+      throw ::grove::argument_error(
+          "grove::mpi::Communicator::allgather: " + std::to_string(buf.size()) + " bytes are not " +
+          std::to_string(n) + " equal blocks");
+    const std::size_t block = buf.size() / n;
+    if (block <= static_cast<std::size_t>(INT_MAX)) {
+      detail::check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf.data(),
+                                  static_cast<int>(block), MPI_BYTE, comm_),
+                    "MPI_Allgather");
+      return;
+    }
+    // A block longer than an int counts: in windows, each rank's window received as one element
+    // of a type whose extent is the block, so that it lands in that rank's block.
+    constexpr std::size_t window = std::size_t{1} << 30;
+    for (std::size_t lo = 0; lo < block; lo += window) {
+      const int w = static_cast<int>(std::min(window, block - lo));
+      MPI_Datatype piece, spaced;
+      detail::check(MPI_Type_contiguous(w, MPI_BYTE, &piece), "MPI_Type_contiguous");
+      detail::check(MPI_Type_create_resized(piece, 0, static_cast<MPI_Aint>(block), &spaced),
+                    "MPI_Type_create_resized");
+      MPI_Type_free(&piece);
+      detail::check(MPI_Type_commit(&spaced), "MPI_Type_commit");
+      const int rc =
+          MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf.data() + lo, 1, spaced, comm_);
+      MPI_Type_free(&spaced);
+      detail::check(rc, "MPI_Allgather");
+    }
+  }
+
+  /// in holds size() blocks of out.size() elements; out = the sum over ranks of their block
+  /// rank() (MPI_Reduce_scatter_block, MPI_SUM; signed integers wrap around as allreduce_sum's).
+  template <parallel::reducible T>
+  void reduce_scatter_sum(std::span<const T> in, std::span<T> out) {
+    const auto n = static_cast<std::size_t>(size_);
+    if (in.size() != out.size() * n)
+      throw ::grove::argument_error(
+          "grove::mpi::Communicator::reduce_scatter_sum: in has " + std::to_string(in.size()) +
+          " elements, not " + std::to_string(n) + " blocks of out's " + std::to_string(out.size()));
+    using Sum = std::conditional_t<std::is_integral_v<T> && std::is_signed_v<T>,
+                                   std::make_unsigned<T>, std::type_identity<T>>;
+    const MPI_Datatype type = detail::datatype<typename Sum::type>();
+    const std::size_t k = out.size();
+    if (k <= static_cast<std::size_t>(INT_MAX)) {
+      detail::check(MPI_Reduce_scatter_block(in.data(), out.data(), static_cast<int>(k), type,
+                                             MPI_SUM, comm_),
+                    "MPI_Reduce_scatter_block");
+      return;
+    }
+    // Longer blocks: in windows, each rank's window copied next to the others'.
+    constexpr std::size_t window = std::size_t{1} << 28;
+    std::vector<T> part(window * n);
+    for (std::size_t lo = 0; lo < k; lo += window) {
+      const std::size_t w = std::min(window, k - lo);
+      for (std::size_t r = 0; r < n; ++r)
+        std::copy_n(in.data() + r * k + lo, w, part.data() + r * w);
+      detail::check(MPI_Reduce_scatter_block(part.data(), out.data() + lo, static_cast<int>(w),
+                                             type, MPI_SUM, comm_),
+                    "MPI_Reduce_scatter_block");
+    }
+  }
+
+  /// Sends `send` to rank dest and receives `recv` from rank source (-1: none), both of the
+  /// same length on every rank (MPI_Sendrecv).
+  void sendrecv(std::span<const std::byte> send, int dest, std::span<std::byte> recv, int source) {
+    if (dest < -1 || dest >= size_ || source < -1 || source >= size_ || send.size() != recv.size())
+      throw ::grove::argument_error(
+          "grove::mpi::Communicator::sendrecv: dest " + std::to_string(dest) + " and source " +
+          std::to_string(source) + " must be ranks or -1 (size " + std::to_string(size_) +
+          "), and send and recv of one length (" + std::to_string(send.size()) + " and " +
+          std::to_string(recv.size()) + " bytes)");
+    constexpr int tag = 0x67726f;  // grove's own tag
+    const int to = dest < 0 ? MPI_PROC_NULL : dest, from = source < 0 ? MPI_PROC_NULL : source;
+    constexpr std::size_t window = std::size_t{1} << 30;
+    std::size_t lo = 0;
+    do {
+      const int w = static_cast<int>(std::min(window, send.size() - lo));
+      detail::check(MPI_Sendrecv(send.data() + lo, w, MPI_BYTE, to, tag, recv.data() + lo, w,
+                                 MPI_BYTE, from, tag, comm_, MPI_STATUS_IGNORE),
+                    "MPI_Sendrecv");
+      lo += static_cast<std::size_t>(w);
+    } while (lo < send.size());
   }
 
   void barrier() { detail::check(MPI_Barrier(comm_), "MPI_Barrier"); }

@@ -34,21 +34,19 @@ namespace grove::parallel::detail {
 template <class L>
 using leaf_scalar_t = ::grove::scalar_t<std::remove_cvref_t<L>>;
 
-// A leaf the collectives can move: an arithmetic scalar, or an Eigen dense object with direct
-// access to its memory (Matrix, Array, Map, Ref) of arithmetic elements.
-template <class L>
-constexpr bool collective_leaf() {
-  using T = std::remove_cvref_t<L>;
-  if constexpr (std::is_arithmetic_v<T>)
-    return !std::is_same_v<T, bool>;
-  else if constexpr (::grove::detail::eigen_dense<T>)
-    return reducible<typename T::Scalar> && (T::Flags & Eigen::DirectAccessBit) != 0;
-  else
-    return false;
-}
+// An Eigen tensor with its own contiguous memory (Tensor, TensorFixedSize, TensorMap), told apart
+// without including Eigen's tensor module.
+template <class T>
+concept tensor_leaf = !::grove::detail::eigen_dense<T> && requires(T & t) {
+  typename T::Scalar;
+  T::NumDimensions;
+  {t.data()};
+  { t.size() } -> std::convertible_to<Eigen::Index>;
+  t.dimensions();
+};
 
-// A number, or an Eigen dense object with direct access to its memory: a leaf whose elements
-// leaf_runs walks.
+// A number, an Eigen dense object with direct access to its memory (Matrix, Array, Map, Ref) or
+// an Eigen tensor: a leaf whose elements leaf_runs walks.
 template <class T>
 constexpr bool memory_leaf() {
   if constexpr (std::is_arithmetic_v<T>)
@@ -56,7 +54,25 @@ constexpr bool memory_leaf() {
   else if constexpr (::grove::detail::eigen_dense<T>)
     return (T::Flags & Eigen::DirectAccessBit) != 0;
   else
+    return tensor_leaf<T>;
+}
+
+// The 16-bit floating-point element types, which the sums and extrema take in float.
+template <class S>
+inline constexpr bool half_element =
+    std::is_same_v<S, Eigen::half> || std::is_same_v<S, Eigen::bfloat16>;
+
+// A leaf the reductions (psum, pmean, psum_scatter) take: a memory leaf of `reducible` elements,
+// or of 16-bit floats (Eigen dense objects and tensors), which are summed in float.
+template <class L>
+constexpr bool collective_leaf() {
+  using T = std::remove_cvref_t<L>;
+  if constexpr (!memory_leaf<T>())
     return false;
+  else if constexpr (std::is_arithmetic_v<T>)
+    return reducible<T>;
+  else
+    return reducible<typename T::Scalar> || half_element<typename T::Scalar>;
 }
 
 // Calls fn(ptr, n) for each contiguous run of the leaf's elements, in storage order (column-major
@@ -66,9 +82,12 @@ template <class Leaf, class Fn>
 void leaf_runs(Leaf& leaf, Fn&& fn) {
   using T = std::remove_const_t<Leaf>;
   static_assert(memory_leaf<T>(),
-                "grove::parallel: leaf_runs takes numbers and Eigen dense objects with memory");
+                "grove::parallel: leaf_runs takes numbers, Eigen dense objects with memory and "
+                "Eigen tensors");
   if constexpr (std::is_arithmetic_v<T>) {
     fn(&leaf, Eigen::Index{1});
+  } else if constexpr (tensor_leaf<T>) {
+    if (leaf.size() > 0) fn(leaf.data(), static_cast<Eigen::Index>(leaf.size()));
   } else {
     const Eigen::Index inner = leaf.innerSize(), outer = leaf.outerSize();
     if (leaf.size() == 0) return;
@@ -97,17 +116,6 @@ inline constexpr bool byte_element =
     std::is_arithmetic_v<S> || std::is_same_v<S, Eigen::half> ||
     std::is_same_v<S, Eigen::bfloat16> || std::is_same_v<S, std::complex<float>> ||
     std::is_same_v<S, std::complex<double>>;
-
-// An Eigen tensor with its own contiguous memory (Tensor, TensorFixedSize, TensorMap), told apart
-// without including Eigen's tensor module.
-template <class T>
-concept tensor_leaf = !::grove::detail::eigen_dense<T> && requires(T & t) {
-  typename T::Scalar;
-  T::NumDimensions;
-  {t.data()};
-  { t.size() } -> std::convertible_to<Eigen::Index>;
-  t.dimensions();
-};
 
 // A leaf that is neither a number nor an Eigen object: copied as the bytes of its object.
 template <class T>
@@ -243,7 +251,8 @@ void hash_leaf(Hasher& h, const L& leaf) {
   } else if constexpr (tensor_leaf<L>) {
     h.mix(mark_leaf | element_code<typename L::Scalar>());
     h.mix(static_cast<std::uint64_t>(L::NumDimensions));
-    for (const auto d : leaf.dimensions()) h.mix(static_cast<std::uint64_t>(d));
+    for (std::size_t d = 0; d < static_cast<std::size_t>(L::NumDimensions); ++d)
+      h.mix(static_cast<std::uint64_t>(leaf.dimensions()[d]));  // Eigen::Sizes has no begin()
     h.mix(static_cast<int>(L::Layout) == static_cast<int>(Eigen::RowMajor) ? 1 : 0);
   } else if constexpr (std::is_arithmetic_v<L>) {
     h.mix(mark_leaf | element_code<L>());
@@ -268,7 +277,18 @@ void hash_tree(Hasher& h, const T& t) {
 
 // --- what the devices agree on -------------------------------------------------------------------
 
-enum class op : std::uint64_t { psum = 1, pmean, broadcast, train_step, in_sync };
+enum class op : std::uint64_t {
+  psum = 1,
+  pmean,
+  broadcast,
+  train_step,
+  in_sync,
+  all_gather,
+  psum_scatter,
+  pmax,
+  pmin,
+  ppermute
+};
 
 inline std::string op_text(op o, int root) {
   switch (o) {
@@ -282,6 +302,16 @@ inline std::string op_text(op o, int root) {
       return "train_step";
     case op::in_sync:
       return "in_sync";
+    case op::all_gather:
+      return "all_gather";
+    case op::psum_scatter:
+      return "psum_scatter";
+    case op::pmax:
+      return "pmax";
+    case op::pmin:
+      return "pmin";
+    case op::ppermute:
+      return "ppermute";
   }
   return "?";
 }
@@ -292,11 +322,12 @@ struct Moves {
   std::size_t inplace;
 };
 
-// A description of one device's call, line by line: the operation, the staging settings, the
-// tree's structure, then one line per leaf ("[1].w: float32 (512, 784)").
+// A description of one device's call, line by line: the operation (`call` when the operation
+// has options to show), the staging settings, the tree's structure, then one line per leaf
+// ("[1].w: float32 (512, 784)").
 template <class Tree>
-std::string describe(op o, int root, Moves moves, const Tree& tree) {
-  std::string out = op_text(o, root) + "\n";
+std::string describe(op o, int root, Moves moves, const Tree& tree, std::string_view call = {}) {
+  std::string out = (call.empty() ? op_text(o, root) : std::string(call)) + "\n";
   out += "buckets of " + std::to_string(moves.bucket) + " bytes, runs of " +
          std::to_string(moves.inplace) + " bytes or more in place\n";
   out += grove::tree_structure(tree).str() + "\n";
@@ -313,8 +344,8 @@ std::string describe(op o, int root, Moves moves, const Tree& tree) {
                  std::to_string(type_code<L>());
         } else if constexpr (tensor_leaf<L>) {
           out += ": " + element_name<typename L::Scalar>() + " tensor (";
-          std::size_t d = 0;
-          for (const auto n : leaf.dimensions()) out += (d++ ? ", " : "") + std::to_string(n);
+          for (std::size_t d = 0; d < static_cast<std::size_t>(L::NumDimensions); ++d)
+            out += (d ? ", " : "") + std::to_string(leaf.dimensions()[d]);
           if (L::NumDimensions == 1) out += ',';
           if (static_cast<int>(L::Layout) == static_cast<int>(Eigen::RowMajor))
             out += ", row-major";
@@ -394,9 +425,10 @@ std::string broadcast_string(C& comm, const std::string& mine, std::size_t lengt
 // throw the same tree_error.
 template <device_group C, class Tree>
 [[noreturn]] void disagree(C& comm, const char* function, op o, int root, Moves moves,
-                           const Tree& tree, std::uint64_t hash, std::uint64_t bytes) {
+                           const Tree& tree, std::uint64_t hash, std::uint64_t bytes,
+                           std::string_view call = {}) {
   const int n = comm.size(), me = comm.rank();
-  const std::string mine = describe(o, root, moves, tree);
+  const std::string mine = describe(o, root, moves, tree, call);
   // An allgather through allreduce_max: each rank fills its own row, the others are zeros.
   std::vector<std::uint64_t> rows(static_cast<std::size_t>(n) * 3, 0);
   rows[static_cast<std::size_t>(me) * 3 + 0] = hash;
@@ -428,13 +460,16 @@ template <device_group C, class Tree>
 }
 
 // Every device calls this with its tree before moving it; returns when all agree, throws the same
-// tree_error on every device when they do not. No allocation unless they disagree.
+// tree_error on every device when they do not. No allocation unless they disagree. `call`, when
+// given, is the operation with its options ("all_gather(axis=1, tiled=true)"): the devices agree
+// on it too.
 template <device_group C, class Tree>
 void agree(C& comm, const char* function, op o, int root, Moves moves, const Tree& tree,
-           std::uint64_t bytes) {
+           std::uint64_t bytes, std::string_view call = {}) {
   Hasher h;
   h.mix(static_cast<std::uint64_t>(o));
   h.mix(static_cast<std::uint64_t>(root));
+  h.mix(call);
   h.mix(static_cast<std::uint64_t>(moves.bucket));
   h.mix(static_cast<std::uint64_t>(moves.inplace));
   hash_tree(h, tree);
@@ -442,7 +477,7 @@ void agree(C& comm, const char* function, op o, int root, Moves moves, const Tre
   std::array<std::uint64_t, 4> v{hash, ~hash, bytes, ~bytes};
   comm.allreduce_max(std::span<std::uint64_t>(v));
   if (v[0] == hash && ~v[1] == hash && v[2] == bytes && ~v[3] == bytes) return;
-  disagree(comm, function, o, root, moves, tree, hash, bytes);
+  disagree(comm, function, o, root, moves, tree, hash, bytes, call);
 }
 
 }  // namespace grove::parallel::detail
