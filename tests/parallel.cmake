@@ -18,7 +18,8 @@ function(grove_parallel_target target)
   endif()
 endfunction()
 
-grove_test(test_parallel test_parallel.cpp test_parallel_train.cpp test_parallel_leaves.cpp)
+grove_test(test_parallel test_parallel.cpp test_parallel_train.cpp test_parallel_leaves.cpp
+           test_parallel_zero.cpp)
 # JAX's other collectives against element-by-element references: a suite of its own, so that its
 # long translation unit builds beside test_parallel's.
 grove_test(test_parallel_collectives test_parallel_collectives.cpp)

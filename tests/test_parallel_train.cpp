@@ -7,8 +7,10 @@
 
 #include <grove/data/batches.hpp>
 #include <grove/nn.hpp>
+#include <grove/optim.hpp>
 #include <grove/parallel.hpp>
 #include <grove/parallel/train.hpp>
+#include <span>
 #include <vector>
 
 #include "parallel_fixtures.hpp"
@@ -141,6 +143,159 @@ TEST_CASE("train_step_on_shard: each device brings its own shard", "[parallel][t
     CHECK(par_test::max_relative(net, expected) < 1e-5);
     CHECK(std::abs(loss - losses[0]) < 1e-5f * losses[0]);
   }
+}
+
+namespace {
+
+// A LocalDevice that counts the gradient reductions: the allreduce_sum calls of more than the
+// two numbers (shard sizes and losses) that every step sums.
+struct CountingDevice {
+  par::LocalDevice& device;
+  int gradient_sums = 0;
+  int rank() const { return device.rank(); }
+  int size() const { return device.size(); }
+  template <par::reducible T>
+  void allreduce_sum(std::span<T> buf) {
+    if (buf.size() > 2) ++gradient_sums;
+    device.allreduce_sum(buf);
+  }
+  void allreduce_max(std::span<std::uint64_t> buf) { device.allreduce_max(buf); }
+  void broadcast(std::span<std::byte> buf, int root) { device.broadcast(buf, root); }
+  par::Staging& staging() { return device.staging(); }
+};
+
+// Mini step s's batch: a window of the problem's examples, of a size that changes from step to
+// step (so that the accumulation's mini batches weigh alike only if the code weighs them so).
+Eigen::Index mini_batch_size(int s) {
+  return 24 + 7 * (s % 3);
+}
+
+}  // namespace
+
+TEST_CASE("multi_steps under data parallelism sums the gradients once per accumulation",
+          "[parallel][train][multi_steps]") {
+  const Problem p = problem(64);
+  constexpr int k = 3, steps = 8;
+  const auto opt = grove::optim::multi_steps(nn::adam(1e-2), k);
+  auto batch = [&](int s) {
+    const Eigen::Index begin = (5 * s) % 16, n = mini_batch_size(s);
+    return std::pair{p.X.middleCols(begin, n), p.y.segment(begin, n)};
+  };
+  // A single process on every whole mini batch.
+  Net expected = p.params;
+  auto expected_state = opt.init(expected);
+  std::vector<float> expected_losses;
+  for (int s = 0; s < steps; ++s) {
+    const auto [X, y] = batch(s);
+    auto [loss, grads] = nn::value_and_grad(expected, X, y);
+    opt.step(expected, grads, expected_state);
+    expected_losses.push_back(loss);
+  }
+  for (int n = 1; n <= 4; ++n) {
+    INFO(n << " devices");
+    par::LocalDevices devices(n);
+    struct Result {
+      Net params;
+      std::vector<float> losses;
+      int gradient_sums;
+      bool in_sync;
+    };
+    const auto results = devices.run([&](par::LocalDevice& d) {
+      CountingDevice counting{d};
+      Net params = p.params;
+      auto state = opt.init(params);
+      par::StepWorkspace<Net> ws;
+      std::vector<float> losses;
+      for (int s = 0; s < steps; ++s) {
+        const auto [X, y] = batch(s);
+        losses.push_back(par::train_step(params, X, y, opt, state, counting, ws));
+      }
+      return Result{params, losses, counting.gradient_sums, par::in_sync(params, d)};
+    });
+    for (const Result& r : results) {
+      CHECK(par_test::max_relative(r.params, expected) < 1e-5);
+      for (std::size_t s = 0; s < r.losses.size(); ++s)
+        CHECK(std::abs(r.losses[s] - expected_losses[s]) < 1e-5f * expected_losses[s]);
+      // One reduction of the gradients per accumulation of k mini steps (on one device, none).
+      CHECK(r.gradient_sums == (n == 1 ? 0 : steps / k));
+      CHECK(r.in_sync);
+    }
+  }
+}
+
+TEST_CASE("multi_steps under data parallelism: any model, unequal shards",
+          "[parallel][train][multi_steps]") {
+  const auto model = nn::sequential(nn::dense(20, 16), nn::gelu, nn::dense(16, 7));
+  const auto params = nn::init<float>(model, gr::key(3));
+  const Problem p = problem(45);
+  const auto opt = grove::optim::multi_steps(nn::sgd(0.3), 2);
+  auto expected = params;
+  auto expected_state = opt.init(expected);
+  nn::StepWorkspace<decltype(expected)> single_ws;
+  for (int s = 0; s < 4; ++s) {
+    const Eigen::Index n = 45 - 11 * (s % 2);
+    nn::train_step(model, expected, p.X.leftCols(n), p.y.head(n), nn::softmax_cross_entropy, opt,
+                   expected_state, single_ws);
+  }
+  par::LocalDevices devices(3);
+  const auto results = devices.run([&](par::LocalDevice& d) {
+    auto mine = params;
+    auto state = opt.init(mine);
+    par::StepWorkspace<decltype(mine)> ws;
+    for (int s = 0; s < 4; ++s) {
+      const Eigen::Index n = 45 - 11 * (s % 2);  // 45 and 34 examples: shards of 15 or 12, 11, 11
+      par::train_step(model, mine, p.X.leftCols(n), p.y.head(n), nn::softmax_cross_entropy, nullptr,
+                      opt, state, d, ws);
+    }
+    return mine;
+  });
+  const Eigen::VectorXf want = grove::ravel(expected).first;
+  for (const auto& r : results) {
+    const Eigen::VectorXf got = grove::ravel(r).first;
+    REQUIRE(got.size() == want.size());
+    CHECK((got - want).cwiseAbs().maxCoeff() <= 1e-5f * want.cwiseAbs().maxCoeff());
+  }
+}
+
+TEST_CASE("multi_steps under data parallelism: a device with an empty shard adds nothing",
+          "[parallel][train][multi_steps]") {
+  const Problem p = problem(2);  // shards of 1, 1 and 0 examples
+  const auto opt = grove::optim::multi_steps(nn::sgd(0.5), 2);
+  Net expected = p.params;
+  auto expected_state = opt.init(expected);
+  for (int s = 0; s < 4; ++s) {
+    auto [loss, grads] = nn::value_and_grad(expected, p.X, p.y);
+    (void)loss;
+    opt.step(expected, grads, expected_state);
+  }
+  par::LocalDevices devices(3);
+  const auto results = devices.run([&](par::LocalDevice& d) {
+    Net params = p.params;
+    auto state = opt.init(params);
+    par::StepWorkspace<Net> ws;
+    for (int s = 0; s < 4; ++s) par::train_step(params, p.X, p.y, opt, state, d, ws);
+    return params;
+  });
+  for (const Net& params : results) CHECK(par_test::max_relative(params, expected) < 1e-5);
+}
+
+TEST_CASE("MultiSteps::step_accumulated applies a known mean at the last mini step",
+          "[parallel][train][multi_steps]") {
+  const Problem p = problem(16);
+  const auto opt = grove::optim::multi_steps(nn::sgd(0.5), 2);
+  Net params = p.params, direct = p.params;
+  auto state = opt.init(params), direct_state = opt.init(direct);
+  auto [loss, grads] = nn::value_and_grad(params, p.X, p.y);
+  (void)loss;
+  CHECK_THROWS_WITH(opt.step_accumulated(params, grads, state),
+                    Catch::Contains("not at the accumulation's last"));
+  opt.step(params, grads, state);
+  opt.step(direct, grads, direct_state);
+  opt.step(direct, grads, direct_state);  // the mean of two equal gradients is the gradient
+  opt.step_accumulated(params, grads, state);
+  CHECK(par_test::same_bits(params, direct));
+  CHECK(state.mini_step == 0);
+  CHECK(state.gradient_step == 1);
 }
 
 TEST_CASE("train_step checks its arguments on every device", "[parallel][train]") {

@@ -27,3 +27,4 @@ grove_compile_fail(all_gather_tiled_number "grove::parallel::all_gather: a numbe
 grove_compile_fail(all_gather_key_leaf "grove::parallel::all_gather: a leaf that is a value \\(such as a random::Key\\) has no array to be gathered into")
 grove_compile_fail(psum_scatter_number "grove::parallel::psum_scatter: a number has no dimension to scatter along")
 grove_compile_fail(pmax_bool_leaf "grove::parallel::pmax/pmin: every leaf must be a number \\(not bool\\)")
+grove_compile_fail(zero_global_norm "grove::parallel::zero_redundancy: the inner optimizer must act on every parameter alone")

@@ -180,6 +180,24 @@ class MultiSteps {
     }
   }
 
+  /// The last mini step of an accumulation whose mean is already known: data parallelism's
+  /// synchronised step (PyTorch DDP's no_sync), where each device accumulates its own part of the
+  /// gradients for k - 1 mini steps and the devices sum their parts once. `mean` is the mean of
+  /// the accumulation's k gradients (what the k-th step would have accumulated); it is given to
+  /// the inner transformation and the next accumulation starts. The state must be at its last
+  /// mini step (mini_step == k - 1); its accumulated gradients are not read. Throws as step does,
+  /// and grove::argument_error for a state at another mini step.
+  template <class P, class State>
+  void step_accumulated(P& params, const P& mean, State& state) const {
+    check("grove::optim::MultiSteps::step_accumulated", params, mean, state);
+    if (state.mini_step != k_ - 1)
+      detail::fail("MultiSteps::step_accumulated",
+                   "the state is at mini step " + std::to_string(state.mini_step) +
+                       ", not at the accumulation's last, " + std::to_string(k_ - 1));
+    detail::step_of(inner_, params, mean, state.inner_opt_state);
+    finish(state);
+  }
+
   /// What a step checks of the state before it changes anything (see detail::check_state).
   template <class State>
   void check_state(const State& s) const {

@@ -27,8 +27,10 @@
 #include "grove/detail/shard.hpp"
 #include "grove/error.hpp"
 #include "grove/nn.hpp"
+#include "grove/optim/wrappers.hpp"
 #include "grove/parallel/collectives.hpp"
 #include "grove/parallel/communicator.hpp"
+#include "grove/parallel/zero.hpp"
 
 namespace grove::parallel {
 
@@ -92,28 +94,75 @@ void check_shard_size(Eigen::Index n) {
                          " examples is too large to be counted exactly in its scalar type");
 }
 
+template <class Opt>
+inline constexpr bool is_multi_steps = false;
+template <class Inner>
+inline constexpr bool is_multi_steps<optim::MultiSteps<Inner>> = true;
+
+// A step under optim::multi_steps, DDP's no_sync: the gradients are summed over the devices once
+// per accumulation, not at every mini step. Every mini step sums only the shard sizes and losses
+// (two numbers), so that each device knows the batch's size N and scales its mean gradient g by
+// n / N: its part of the batch's gradient. The mini steps before the last accumulate that part
+// with the optimizer's own running mean, on each device alone; the last adds its part the same
+// way, sums the devices' accumulations in one allreduce (the mean of the k batch gradients, as a
+// single process accumulates it) and gives it to the inner transformation.
+template <class T, class P, class Opt, class State, device_group C, class Grads>
+T accumulate_and_step(C& comm, Staging& staging, P& params, Grads& grads, Eigen::Index n, T value,
+                      const Opt& opt, State& state) {
+  const auto [batch, loss] = batch_size_and_loss(comm, n, value);
+  // This device's part; zeros for an empty shard, whose gradients hold only their shapes.
+  const T part = static_cast<T>(n) / batch;
+  tree_for_each(
+      [part](auto& g) {
+        if constexpr (requires { g.setZero(); })
+          part == T(0) ? void(g.setZero()) : void(g *= part);
+        else
+          g = part == T(0) ? T(0) : g * part;
+      },
+      grads);
+  if (state.mini_step != opt.every_k() - 1) {
+    opt.step(params, grads, state);  // accumulates; the parameters stay as they are
+    return loss;
+  }
+  const T k = static_cast<T>(opt.every_k());
+  tree_for_each([k](auto& g, const auto& acc) { g = acc + (g - acc) / k; }, grads,
+                std::as_const(state.acc_grads));
+  reduce_leaves<T>(comm, staging, grads, T(1), std::span<T>{},
+                   [](std::span<const T>) { return T(1); });
+  opt.step_accumulated(params, grads, state);
+  return loss;
+}
+
 // The devices' part of a step, after this device's value_and_grad on its n examples (grads in
 // ws.grads, `value` their mean loss): check that every device has the same structure, sum the
 // size-weighted gradients, sizes and losses in one allreduce, divide by the total number of
-// examples, then opt.step. Returns the mean loss over all the devices' examples.
+// examples, then opt.step. Returns the mean loss over all the devices' examples. Under
+// optim::multi_steps the gradients are summed once per accumulation (accumulate_and_step); under
+// zero_redundancy they are reduce-scattered and the parameters all-gathered (zero_step).
 template <class T, class P, class Opt, class State, device_group C, class Grads>
 T reduce_and_step(C& comm, P& params, Grads& grads, Eigen::Index n, T value, const Opt& opt,
                   State& state) {
   return with_staging(comm, [&](Staging& staging) {
     agree(comm, "train_step", op::train_step, 0, moves_of(staging), std::as_const(params),
           bytes_of(params));
-    T header[2] = {static_cast<T>(n), value * static_cast<T>(n)};
-    T total_loss = T(0);
-    reduce_leaves<T>(
-        comm, staging, grads, static_cast<T>(n), std::span<T>(header),
-        [&](std::span<const T> sums) {
-          if (!(sums[0] > T(0)))
-            throw argument_error("grove::parallel::train_step: every device's shard is empty");
-          total_loss = sums[1] / sums[0];
-          return sums[0];
-        });
-    opt.step(params, grads, state);
-    return total_loss;
+    if constexpr (is_multi_steps<Opt>) {
+      return accumulate_and_step(comm, staging, params, grads, n, value, opt, state);
+    } else if constexpr (is_zero_redundancy<Opt>) {
+      return zero_step(comm, staging, params, grads, n, value, opt, state);
+    } else {
+      T header[2] = {static_cast<T>(n), value * static_cast<T>(n)};
+      T total_loss = T(0);
+      reduce_leaves<T>(
+          comm, staging, grads, static_cast<T>(n), std::span<T>(header),
+          [&](std::span<const T> sums) {
+            if (!(sums[0] > T(0)))
+              throw argument_error("grove::parallel::train_step: every device's shard is empty");
+            total_loss = sums[1] / sums[0];
+            return sums[0];
+          });
+      opt.step(params, grads, state);
+      return total_loss;
+    }
   });
 }
 
