@@ -73,6 +73,10 @@ if(GROVE_MPI)
   grove_train_mlp_like_one_device(train_mlp_mpi
     "${_grove_mpiexec}|${_grove_args}|--epochs|1|--threads|1" "2 MPI ranks of 1 thread"
     "${GROVE_MPI_TEST_ENV}")
+  # Processes × local devices (grove::mpi::GlobalDevice): 2 ranks of 2 devices, one group of 4.
+  grove_train_mlp_like_one_device(train_mlp_mpi_devices
+    "${_grove_mpiexec}|${_grove_args}|--epochs|1|--devices|2|--threads|2"
+    "2 MPI ranks of 2 local devices of 1 thread" "${GROVE_MPI_TEST_ENV}")
 endif()
 
 # The model flags: a layer-normed, residual gelu network with dropout trains (one epoch), and a

@@ -1,5 +1,6 @@
 # grove::parallel (grove/parallel.hpp, grove/mpi.hpp): collectives on trees over LocalDevices
-# (1 to 4 threads as devices) and over MPI (2 and 3 ranks, through mpirun), the agreement check
+# (1 to 4 threads as devices), over MPI (2 and 3 ranks, through mpirun) and over MPI ranks ×
+# local devices (grove::mpi::GlobalDevice, test_parallel_global.cpp), the agreement check
 # (mismatched trees: the same error on every device, no hang), the data-parallel training step
 # against the single-process step, determinism, allocation counts, LocalDevices under real limits
 # on threads (a process limit, an address-space limit), and the docs/parallel.md
@@ -65,7 +66,11 @@ endforeach()
 # --- MPI: the same checks across processes, run by mpirun ---------------------------------------
 if(GROVE_MPI)
   # The shared Catch2 main; the test file initializes MPI itself (a static mpi::Environment).
-  add_executable(test_parallel_mpi test_parallel_mpi.cpp $<TARGET_OBJECTS:grove_catch_main>)
+  add_executable(test_parallel_mpi test_parallel_mpi.cpp test_parallel_global.cpp
+                                   test_parallel_mpi_resume.cpp test_parallel_mpi_zero.cpp
+                                   $<TARGET_OBJECTS:grove_catch_main>)
+  # One translation unit, as grove_test makes of a suite of several files.
+  set_target_properties(test_parallel_mpi PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 0)
   target_link_libraries(test_parallel_mpi PRIVATE grove::grove grove_warnings grove_catch_main
                                                   MPI::MPI_CXX)
   grove_parallel_target(test_parallel_mpi)
@@ -107,4 +112,8 @@ if(NOT GROVE_SANITIZE)
                    -DPROGRAM=$<TARGET_FILE:parallel_snippet>
                    -P ${CMAKE_CURRENT_SOURCE_DIR}/parallel_docs.cmake)
   set_tests_properties(docs_parallel_program_output PROPERTIES TIMEOUT 120 ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE")
+  # The page's later C++ blocks are in compiled sources.
+  add_test(NAME docs_parallel_snippets
+           COMMAND ${CMAKE_COMMAND} -DSOURCE_DIR=${PROJECT_SOURCE_DIR} -DDOC=docs/parallel.md
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/doc_snippets.cmake)
 endif()

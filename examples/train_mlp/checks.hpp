@@ -379,12 +379,12 @@ std::string flag_problem(Options& o, const std::string& layers_flag, bool lr_dec
     for (std::size_t l = 1; l + 2 < o.layers.size(); ++l)
       if (o.layers[l] != o.layers[l + 1])
         return "--residual needs equal hidden widths after the first layer, got " + layers;
-  if (ranks > 1 && o.devices > 1)
-    return "--devices " + std::to_string(o.devices) + " under MPI: each of the " +
-           std::to_string(ranks) + " ranks is one device; use one or the other";
-  if (o.devices > o.batch_size)
-    return "--devices " + std::to_string(o.devices) + " is more than --batch-size " +
-           std::to_string(o.batch_size) + ": some devices would get no examples";
+  // Under MPI every rank runs --devices local devices: ranks × devices in all.
+  if (static_cast<long long>(o.devices) * ranks > o.batch_size)
+    return "--devices " + std::to_string(o.devices) +
+           (ranks > 1 ? " on each of " + std::to_string(ranks) + " MPI ranks" : std::string()) +
+           " is more than --batch-size " + std::to_string(o.batch_size) +
+           ": some devices would get no examples";
   return same_file_problem(o);
 }
 

@@ -6,6 +6,7 @@
 //   train_mlp --plot run.png                        # the training curves, drawn after training
 //   train_mlp --devices 2 --batch-size 1024         # data-parallel over 2 local devices
 //   mpirun -np 2 train_mlp --batch-size 1024        # data-parallel over 2 MPI processes
+//   mpirun -np 2 train_mlp --devices 2              # over 2 processes × 2 local devices each
 //   train_mlp --activation gelu --layer-norm --residual --dropout 0.1   # another model
 //
 // The model is a grove::nn::sequential of layers, its parameters a pytree initialised from a split
@@ -65,9 +66,9 @@ int main(int argc, char** argv) {
       "--residual, --dropout): parameters as a pytree initialised from "
       "split\n"
       "random keys, mini-batches drawn with grove::random::permutation, gradients by backprop,\n"
-      "optax-style updates; data-parallel over --devices local devices, or over the processes\n"
-      "of `mpirun -np N train_mlp ...`. The same --seed and --threads give the same numbers run\n"
-      "after run.",
+      "optax-style updates; data-parallel over --devices local devices, over the processes\n"
+      "of `mpirun -np N train_mlp ...`, or over both. The same --seed and --threads give the\n"
+      "same numbers run after run.",
       "train_mlp"};
   std::string layers_flag = layers_text(o.layers);
   std::replace(layers_flag.begin(), layers_flag.end(), '-', ',');
@@ -170,7 +171,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--devices", o.devices,
                  "Local devices (threads of this process) to train data-parallel on: each takes "
-                 "its shard of every batch, one allreduce averages the gradients")
+                 "its shard of every batch, one allreduce averages the gradients (under mpirun, "
+                 "over every process's devices)")
       ->check(whole_number<int>(1))
       ->capture_default_str();
   app.add_option("--metrics", o.metrics,

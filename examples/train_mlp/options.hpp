@@ -31,6 +31,7 @@
 #include <vector>
 
 #if defined(GROVE_TRAIN_MLP_MPI)
+#include <grove/parallel/global_device.hpp>
 #include <grove/parallel/mpi.hpp>
 #endif
 

@@ -225,7 +225,7 @@ int train_epochs(const Setup& setup, const Opt& optimizer, Start<State> start, C
   return 0;
 }
 
-// Where the run trains: one process, local devices or MPI ranks.
+// Where the run trains: one process, local devices, MPI ranks, or MPI ranks × local devices.
 struct Placement {
   int devices = 1;             // local devices (threads as devices) in this process
   int threads_per_device = 1;  // OpenMP / Eigen threads of each
@@ -291,6 +291,15 @@ int train(const Setup& setup, const Opt& optimizer, const Placement& where) {
   }
 
 #if defined(GROVE_TRAIN_MLP_MPI)
+  if (where.mpi && where.devices > 1) {
+    // Processes × local devices: one group of all the processes' devices.
+    par::LocalDevices devices(where.devices, where.threads_per_device);
+    const auto status = devices.run([&](par::LocalDevice& local) {
+      grove::mpi::GlobalDevice device(*where.mpi, local);
+      return train_epochs(setup, optimizer, start, device);
+    });
+    return status[0];
+  }
   if (where.mpi) return train_epochs(setup, optimizer, std::move(start), *where.mpi);
 #endif
   if (where.devices == 1) {
