@@ -77,6 +77,22 @@ if(GROVE_MPI)
   grove_train_mlp_like_one_device(train_mlp_mpi_devices
     "${_grove_mpiexec}|${_grove_args}|--epochs|1|--devices|2|--threads|2"
     "2 MPI ranks of 2 local devices of 1 thread" "${GROVE_MPI_TEST_ENV}")
+  # Multi-host on one machine (examples/multihost_test.sh, MODE train or sigkill): the 2 ranks in
+  # two network namespaces joined by a veth pair, over TCP, train exactly as on one host; a rank
+  # killed with SIGKILL ends the run within a bound, saying so. Namespaces are named per run and
+  # their addresses exist only inside them, so no RUN_SERIAL; where they cannot be made (no root,
+  # no iproute2) the tests say SKIPPED.
+  string(REPLACE "|" ";" _grove_multihost "${_grove_args}|--threads|1")
+  function(grove_train_mlp_multihost name mode)
+    add_test(NAME ${name}
+             COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/multihost_test.sh ${mode}
+                     ${CMAKE_CURRENT_BINARY_DIR}/${name} ${MPIEXEC_EXECUTABLE}
+                     ${GROVE_MPIEXEC_FLAGS} -- ${_grove_multihost})
+    set_tests_properties(${name} PROPERTIES TIMEOUT 300 PROCESSORS 2
+                         SKIP_REGULAR_EXPRESSION "SKIPPED:" ENVIRONMENT "${GROVE_MPI_TEST_ENV}")
+  endfunction()
+  grove_train_mlp_multihost(train_mlp_multihost train)
+  grove_train_mlp_multihost(train_mlp_multihost_sigkill sigkill)
 endif()
 
 # The model flags: a layer-normed, residual gelu network with dropout trains (one epoch), and a
