@@ -19,6 +19,14 @@
 //                                    median and the overhead (the median of the ratios of
 //                                    neighbouring calls); a line gives the minima too
 //   train/mpi                        the step across the ranks, each on its 512 examples
+//   message/mpi/floats:N             a bare MPI_Allreduce of N floats (1 to 4M), each call timed
+//                                    between barriers: the latency and bandwidth of the cost
+//                                    model in docs/parallel.md (median and minimum, in µs)
+// And on one process, for the cost model's compute term:
+//   compute/batch:B                  value_and_grad_into + adam.step on B examples, one thread
+//                                    (B = 2 to 1024: one device's shard of 1024 over 512 to 1
+//                                    devices), CPU time per step; compute/optimizer the adam
+//                                    step alone
 //
 // examples/s counts the global batch: 1024 examples per step. cpu_ms/step (one thread per device)
 // is the busiest device's own CPU time per step: on a machine shared with other programs, where
@@ -309,7 +317,68 @@ void train_mpi(benchmark::State& state) {
   set_threads(1);
 }
 
+// A bare MPI_Allreduce of N floats, each call between barriers; the median and minimum.
+void message_mpi(benchmark::State& state) {
+  grove::mpi::Communicator world;
+  const auto n = static_cast<std::size_t>(state.range(0));
+  std::vector<float> buf(n, 1.0f);
+  auto call = [&] {
+    MPI_Allreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM,
+                  MPI_COMM_WORLD);
+  };
+  call();  // warm-up
+  std::vector<double> us;
+  for (auto _ : state) {
+    std::fill(buf.begin(), buf.end(), 1.0f);
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto t0 = Clock::now();
+    call();
+    const double t = ms_since(t0) * 1e3;
+    us.push_back(t);
+    state.SetIterationTime(t / 1e6);
+  }
+  state.counters["median_us"] = median(us);
+  state.counters["min_us"] = *std::min_element(us.begin(), us.end());
+  state.counters["bytes"] = static_cast<double>(n * sizeof(float));
+}
+
 #endif  // GROVE_BENCH_MPI
+
+// One device's step on B examples (value_and_grad_into + adam.step), one thread, CPU time.
+void compute_batch(benchmark::State& state) {
+  set_threads(1);
+  const Problem& p = problem();
+  const Eigen::Index b = state.range(0);
+  const Eigen::MatrixXf X = p.X.leftCols(b);
+  const Eigen::VectorXi y = p.y.head(b);
+  const auto opt = nn::adam(1e-3);
+  Net params = p.params, grads;
+  auto opt_state = opt.init(params);
+  nn::Workspace<float> ws;
+  nn::value_and_grad_into(params, X, y, grads, ws);
+  const double t0 = thread_cpu_ms();
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(nn::value_and_grad_into(params, X, y, grads, ws));
+    opt.step(params, grads, opt_state);
+  }
+  state.counters["cpu_ms/step"] = (thread_cpu_ms() - t0) / static_cast<double>(state.iterations());
+}
+
+// The adam step alone, on the MLP's 669706 parameters: the part of a step that does not shrink
+// with the shard.
+void compute_optimizer(benchmark::State& state) {
+  set_threads(1);
+  const Problem& p = problem();
+  const auto opt = nn::adam(1e-3);
+  Net params = p.params, grads = p.params;
+  auto opt_state = opt.init(params);
+  const double t0 = thread_cpu_ms();
+  for (auto _ : state) {
+    opt.step(params, grads, opt_state);
+    benchmark::ClobberMemory();
+  }
+  state.counters["cpu_ms/step"] = (thread_cpu_ms() - t0) / static_cast<double>(state.iterations());
+}
 
 class Silent : public benchmark::BenchmarkReporter {
  public:
@@ -345,6 +414,13 @@ int main(int argc, char** argv) {
         ->Iterations(5)
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
+    for (int b : {2, 16, 32, 64, 128, 256, 512, 1024})
+      benchmark::RegisterBenchmark("compute", compute_batch)
+          ->ArgName("batch")
+          ->Arg(b)
+          ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark("compute/optimizer", compute_optimizer)
+        ->Unit(benchmark::kMillisecond);
   }
 #if defined(GROVE_BENCH_MPI)
   if (ranks > 1) {
@@ -353,6 +429,13 @@ int main(int argc, char** argv) {
         ->Iterations(200)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
+    for (long n : {1L, 64L, 1024L, 16384L, 262144L, 669706L, 4194304L})
+      benchmark::RegisterBenchmark("message/mpi", message_mpi)
+          ->ArgName("floats")
+          ->Arg(n)
+          ->Iterations(n > 100000 ? 40 : 400)
+          ->UseManualTime()
+          ->Unit(benchmark::kMicrosecond);
   }
   benchmark::RegisterBenchmark("train/mpi", train_mpi)
       ->Iterations(8)
