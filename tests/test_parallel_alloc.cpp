@@ -9,8 +9,10 @@
 #include <cerrno>
 #include <cstdlib>
 #include <grove/nn.hpp>
+#include <grove/optim.hpp>
 #include <grove/parallel.hpp>
 #include <grove/parallel/train.hpp>
+#include <grove/parallel/zero.hpp>
 #include <memory>
 #include <new>
 #include <vector>
@@ -54,6 +56,51 @@ TEST_CASE("psum, pmean, broadcast and train_step allocate nothing after warm-up"
       par::psum_inplace(grads, d);
       par::pmean_inplace(grads, d);
       par::broadcast_inplace(params, d, n - 1);
+      d.barrier();
+      if (d.rank() == 0) {
+        g_counting = false;
+        counted[0] = g_allocations.load();
+      }
+      d.barrier();
+    });
+    CHECK(counted[0] == 0);
+  }
+}
+
+TEST_CASE(
+    "pmax, pmin, and train_step under multi_steps and ZeRO stage 1 allocate nothing after "
+    "warm-up",
+    "[parallel][alloc]") {
+  for (const int n : {1, 2, 3}) {
+    INFO(n << " devices");
+    par::LocalDevices devices(n);
+    const auto params0 = nn::init_network_params<float>({100, 64, 32, 10}, gr::key(1), 0.05f);
+    const Eigen::MatrixXf X = gr::normal<float>(gr::key(2), 100, 64);
+    const Eigen::VectorXi y = gr::randint(gr::key(3), 64, 0, 10);
+    const auto accumulate = grove::optim::multi_steps(nn::adam(1e-3), 2);
+    const auto zero = par::zero_redundancy(nn::adam(1e-3));
+    std::vector<long> counted(static_cast<std::size_t>(n));
+    devices.run([&](par::LocalDevice& d) {
+      auto params = params0, sharded = params0;
+      auto acc_state = accumulate.init(params);
+      auto zero_state = zero.init(sharded, d);
+      par::StepWorkspace<std::vector<nn::Dense<float>>> ws, zero_ws;
+      auto values = params0;
+      // Warm-up: two mini steps (one accumulation), a ZeRO step, the extrema.
+      for (int i = 0; i < 2; ++i) par::train_step(params, X, y, accumulate, acc_state, d, ws);
+      par::train_step(sharded, X, y, zero, zero_state, d, zero_ws);
+      par::pmax_inplace(values, d);
+      par::pmin_inplace(values, d);
+      d.barrier();
+      if (d.rank() == 0) {
+        g_allocations = 0;
+        g_counting = true;
+      }
+      d.barrier();
+      for (int i = 0; i < 4; ++i) par::train_step(params, X, y, accumulate, acc_state, d, ws);
+      for (int i = 0; i < 2; ++i) par::train_step(sharded, X, y, zero, zero_state, d, zero_ws);
+      par::pmax_inplace(values, d);
+      par::pmin_inplace(values, d);
       d.barrier();
       if (d.rank() == 0) {
         g_counting = false;
