@@ -2039,4 +2039,34 @@ TEST_CASE("psum and pmean of large tensors and 16-bit floats, in many buckets",
       {{}, {4096, 0}, {65536, 1000}});
 }
 
+// docs/parallel.md's example of the collectives, the same text, checked.
+TEST_CASE("the docs' example: a gather, a reduce-scatter and a ring", "[parallel][docs]") {
+  struct Seen {
+    Eigen::MatrixXf rows;
+    Eigen::VectorXf all, block, left;
+  };
+  par::LocalDevices devices(3);
+  const std::vector<Seen> seen = devices.run([&](par::LocalDevice& dev) {
+    const Eigen::VectorXf mine = Eigen::VectorXf::Constant(2, static_cast<float>(dev.rank()));
+    const Eigen::MatrixXf rows = par::all_gather(mine, dev);  // (n, 2): row r is device r's
+    const Eigen::VectorXf all = par::all_gather(mine, dev, 0, par::tiled);     // 2n entries
+    const Eigen::VectorXf block = par::psum_scatter(all, dev, 0, par::tiled);  // n times mine
+    std::vector<std::pair<int, int>> ring;
+    for (int d = 0; d < dev.size(); ++d) ring.push_back({d, (d + 1) % dev.size()});
+    const Eigen::VectorXf left = par::ppermute(mine, dev, ring);  // device rank - 1's
+    return Seen{rows, all, block, left};
+  });
+  for (int r = 0; r < 3; ++r) {
+    const Seen& s = seen[static_cast<std::size_t>(r)];
+    const auto mine = [](int d) { return Eigen::VectorXf::Constant(2, static_cast<float>(d)); };
+    CHECK(s.rows.rows() == 3);
+    for (int d = 0; d < 3; ++d) {
+      CHECK(s.rows.row(d).transpose() == mine(d));
+      CHECK(s.all.segment(2 * d, 2) == mine(d));
+    }
+    CHECK(s.block == 3 * mine(r));
+    CHECK(s.left == mine((r + 2) % 3));
+  }
+}
+
 }  // namespace collectives_test
