@@ -2,9 +2,11 @@
 #pragma once
 
 #include <Eigen/Core>
+#include <cmath>
 #include <cstdint>
 #include <grove/nn.hpp>
 #include <grove/parallel.hpp>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -99,13 +101,15 @@ Tree combine(const std::vector<Tree>& trees, F f) {
   return out;
 }
 
-// The largest relative difference, leaf by leaf (norms): |a - b| / |b|.
+// The largest relative difference, leaf by leaf (norms): |a - b| / |b|; infinity when a leaf
+// holds a NaN (which std::max would pass over).
 inline double max_relative(const Net& a, const Net& b) {
   double worst = 0;
   grove::tree_for_each(
       [&](const auto& x, const auto& y) {
         const double d = (x - y).norm(), n = y.norm();
-        worst = std::max(worst, n > 0 ? d / n : d);
+        const double r = n > 0 ? d / n : d;
+        worst = std::isnan(r) ? std::numeric_limits<double>::infinity() : std::max(worst, r);
       },
       a, b);
   return worst;

@@ -23,6 +23,31 @@ namespace nn = grove::nn;
 namespace gr = grove::random;
 namespace par = grove::parallel;
 
+namespace {
+
+// The allocations of every device while each runs `work`, counted from a barrier to a barrier (on
+// rank 0; the others get 0).
+template <class F>
+long allocations_in(par::LocalDevice& d, F&& work) {
+  d.barrier();
+  if (d.rank() == 0) {
+    g_allocations = 0;
+    g_counting = true;
+  }
+  d.barrier();
+  work();
+  d.barrier();
+  long allocated = 0;
+  if (d.rank() == 0) {
+    g_counting = false;
+    allocated = g_allocations.load();
+  }
+  d.barrier();
+  return allocated;
+}
+
+}  // namespace
+
 TEST_CASE("psum, pmean, broadcast and train_step allocate nothing after warm-up",
           "[parallel][alloc]") {
   INFO("counting " << (GROVE_COUNTS_MALLOC ? "malloc and operator new"
@@ -45,23 +70,14 @@ TEST_CASE("psum, pmean, broadcast and train_step allocate nothing after warm-up"
       par::train_step(params, X, y, opt, state, d, ws);
       par::train_step(params, X.leftCols(40), y.head(40), opt, state, d, ws);
       par::pmean_inplace(grads, d);
-      d.barrier();
-      if (d.rank() == 0) {
-        g_allocations = 0;
-        g_counting = true;
-      }
-      d.barrier();
-      for (int i = 0; i < 3; ++i) par::train_step(params, X, y, opt, state, d, ws);
-      par::train_step(params, X.leftCols(40), y.head(40), opt, state, d, ws);
-      par::psum_inplace(grads, d);
-      par::pmean_inplace(grads, d);
-      par::broadcast_inplace(params, d, n - 1);
-      d.barrier();
-      if (d.rank() == 0) {
-        g_counting = false;
-        counted[0] = g_allocations.load();
-      }
-      d.barrier();
+      const long allocated = allocations_in(d, [&] {
+        for (int i = 0; i < 3; ++i) par::train_step(params, X, y, opt, state, d, ws);
+        par::train_step(params, X.leftCols(40), y.head(40), opt, state, d, ws);
+        par::psum_inplace(grads, d);
+        par::pmean_inplace(grads, d);
+        par::broadcast_inplace(params, d, n - 1);
+      });
+      if (d.rank() == 0) counted[0] = allocated;
     });
     CHECK(counted[0] == 0);
   }
@@ -91,22 +107,13 @@ TEST_CASE(
       par::train_step(sharded, X, y, zero, zero_state, d, zero_ws);
       par::pmax_inplace(values, d);
       par::pmin_inplace(values, d);
-      d.barrier();
-      if (d.rank() == 0) {
-        g_allocations = 0;
-        g_counting = true;
-      }
-      d.barrier();
-      for (int i = 0; i < 4; ++i) par::train_step(params, X, y, accumulate, acc_state, d, ws);
-      for (int i = 0; i < 2; ++i) par::train_step(sharded, X, y, zero, zero_state, d, zero_ws);
-      par::pmax_inplace(values, d);
-      par::pmin_inplace(values, d);
-      d.barrier();
-      if (d.rank() == 0) {
-        g_counting = false;
-        counted[0] = g_allocations.load();
-      }
-      d.barrier();
+      const long allocated = allocations_in(d, [&] {
+        for (int i = 0; i < 4; ++i) par::train_step(params, X, y, accumulate, acc_state, d, ws);
+        for (int i = 0; i < 2; ++i) par::train_step(sharded, X, y, zero, zero_state, d, zero_ws);
+        par::pmax_inplace(values, d);
+        par::pmin_inplace(values, d);
+      });
+      if (d.rank() == 0) counted[0] = allocated;
     });
     CHECK(counted[0] == 0);
   }

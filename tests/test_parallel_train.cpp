@@ -10,6 +10,7 @@
 #include <grove/optim.hpp>
 #include <grove/parallel.hpp>
 #include <grove/parallel/train.hpp>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -273,6 +274,13 @@ TEST_CASE("multi_steps under data parallelism: a device with an empty shard adds
     Net params = p.params;
     auto state = opt.init(params);
     par::StepWorkspace<Net> ws;
+    // The empty shard's gradient buffer holds NaNs from before: they must not reach the sum (a
+    // part of 0 times NaN would).
+    ws.grads = p.params;
+    for (auto& layer : ws.grads) {
+      layer.w.setConstant(std::numeric_limits<float>::quiet_NaN());
+      layer.b.setConstant(std::numeric_limits<float>::quiet_NaN());
+    }
     for (int s = 0; s < 4; ++s) par::train_step(params, p.X, p.y, opt, state, d, ws);
     return params;
   });

@@ -55,15 +55,6 @@ struct shardable<optim::MultiSteps<Inner>> : shardable<Inner> {};
 template <class Inner>
 struct shardable<optim::ApplyIfFinite<Inner>> : std::false_type {};
 
-// The number of elements of a tree's leaves.
-template <class Tree>
-std::size_t element_count(const Tree& tree) {
-  std::size_t n = 0;
-  grove::tree_for_each([&](const auto& leaf) { n += static_cast<std::size_t>(grove::size(leaf)); },
-                       tree);
-  return n;
-}
-
 // Device r's block of a flat vector of n elements over `devices` devices: [r * block, ...).
 inline std::size_t block_length(std::size_t n, std::size_t devices) {
   return (n + devices - 1) / devices;
@@ -152,7 +143,7 @@ class ZeroRedundancy {
   template <class P, device_group C>
   auto init(const P& params, const C& comm) const {
     using T = ::grove::ravel_scalar_t<P>;
-    const std::size_t n = detail::element_count(params);
+    const std::size_t n = static_cast<std::size_t>(grove::tree_size(params));
     const auto [b, e] = detail::block_of(n, static_cast<std::size_t>(comm.size()),
                                          static_cast<std::size_t>(comm.rank()));
     Eigen::Matrix<T, Eigen::Dynamic, 1> block(static_cast<Eigen::Index>(e - b));
@@ -171,7 +162,7 @@ class ZeroRedundancy {
   template <class P, class State>
   void step(P& params, const P& grads, State& state) const {
     using T = ::grove::ravel_scalar_t<P>;
-    const std::size_t n = detail::element_count(params);
+    const std::size_t n = static_cast<std::size_t>(grove::tree_size(params));
     check_block("step", state, n, n);
     auto& v = detail::thread_shard_vectors<T>();
     v.params.resize(static_cast<Eigen::Index>(n));
@@ -244,7 +235,8 @@ T zero_step(C& comm, Staging& staging, P& params, Grads& grads, Eigen::Index n, 
             const Opt& opt, State& state) {
   const auto [batch, loss] = batch_size_and_loss(comm, n, value);
   const auto devices = static_cast<std::size_t>(comm.size());
-  const std::size_t total = element_count(params), block = block_length(total, devices);
+  const std::size_t total = static_cast<std::size_t>(grove::tree_size(params)),
+                    block = block_length(total, devices);
   const auto [b, e] = block_of(total, devices, static_cast<std::size_t>(comm.rank()));
   opt.check_block("train_step", state, e - b, total);
 

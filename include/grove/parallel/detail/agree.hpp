@@ -34,16 +34,10 @@ namespace grove::parallel::detail {
 template <class L>
 using leaf_scalar_t = ::grove::scalar_t<std::remove_cvref_t<L>>;
 
-// An Eigen tensor with its own contiguous memory (Tensor, TensorFixedSize, TensorMap), told apart
-// without including Eigen's tensor module.
+// An Eigen tensor with its own contiguous memory (Tensor, TensorFixedSize, TensorMap): the tree
+// core's recognition of one, which needs no tensor module.
 template <class T>
-concept tensor_leaf = !::grove::detail::eigen_dense<T> && requires(T & t) {
-  typename T::Scalar;
-  T::NumDimensions;
-  {t.data()};
-  { t.size() } -> std::convertible_to<Eigen::Index>;
-  t.dimensions();
-};
+concept tensor_leaf = ::grove::detail::eigen_tensor<T>;
 
 // A number, an Eigen dense object with direct access to its memory (Matrix, Array, Map, Ref) or
 // an Eigen tensor: a leaf whose elements leaf_runs walks.
