@@ -30,7 +30,9 @@
 // ONEDNN_MAX_CPU_ISA (read by oneDNN, printed here) caps the instruction set oneDNN may use:
 // scripts/bench.sh leaves it unset, since grove's bf16 products run on AMX where the CPU has it;
 // AVX512_CORE_BF16 (for comparisons on the vector units alone) makes oneDNN's bf16 products run on
-// the same vector units as grove's rather than on the tile unit.
+// the same vector units as grove's rather than on the tile unit. GROVE_MAX_CPU_ISA=AVX2 makes
+// grove's float products run its AVX2 kernel on a CPU with AVX-512F: with ONEDNN_MAX_CPU_ISA=AVX2
+// it compares the two libraries' AVX2 code (what an AVX2-only CPU such as AMD's Zen 3 runs).
 //
 //   build/bench/bench/bench_precision --benchmark_filter='batch:128/threads:1|peak'
 #include <benchmark/benchmark.h>
@@ -542,6 +544,16 @@ int main(int argc, char** argv) {
       std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
   const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
   const char* isa = isa_name(dnnl::get_effective_cpu_isa());
+  // GROVE_MAX_CPU_ISA=AVX2 is grove's counterpart: its float products run the AVX2 kernel on a CPU
+  // with AVX-512F, to be compared with oneDNN's AVX2 code (ONEDNN_MAX_CPU_ISA=AVX2) in one run.
+  const char* grove_cap = std::getenv("GROVE_MAX_CPU_ISA");
+  if (grove_cap && std::string(grove_cap) == "AVX2") {
+    d::force_avx2_kernel() = true;
+  } else if (grove_cap && *grove_cap) {
+    std::fprintf(stderr, "bench_precision: GROVE_MAX_CPU_ISA=%s: the only cap is AVX2\n",
+                 grove_cap);
+    return 2;
+  }
 #if GROVE_DETAIL_DISPATCH && defined(__x86_64__)
   const char* bf16 = has_avx512_bf16() ? "present" : "absent";
 #else

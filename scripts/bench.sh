@@ -4,7 +4,8 @@
 # hand-written loop and vs torch.utils._pytree, random numbers vs the standard library, the MLP
 # step vs its bare GEMMs and vs PyTorch, the pytree allreduce vs a bare MPI_Allreduce (2 ranks),
 # bf16 mixed precision: the step's products in bf16 and f32, grove's vs oneDNN's matmul (oneDNN
-# on the widest instruction set it has, AMX included), the vdpbf16ps and f32 FMA peaks, PyTorch's autocast step vs its
+# on the widest instruction set it has, AMX included; on a CPU with AVX-512 the f32 products once
+# more with both held to AVX2), the vdpbf16ps and f32 FMA peaks, PyTorch's autocast step vs its
 # f32 step; the MLP step and the main job in JAX (jax.jit, optax; the test oracles' pinned
 # environment, scripts/oracle-env.sh, left out with GROVE_OFFLINE=1).
 # Installs what is missing (scripts/packages.txt), builds the benchmarks (Release, build/bench),
@@ -94,7 +95,7 @@ cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 bin=$build/bench
 out=${out:-$build/bench-results}
 mkdir -p "$out/logs"
-rm -f "$out"/{tree,tree_torch,random,nn,nn_torch,nn_jax,main_jax,parallel,precision,precision_torch,data}.json \
+rm -f "$out"/{tree,tree_torch,random,nn,nn_torch,nn_jax,main_jax,parallel,precision,precision_avx2,precision_torch,data}.json \
   "$out"/parallel.rank*.json
 
 echo "== $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -115,6 +116,8 @@ if [ $quick = 1 ]; then
   torch_args=(--batches 128 --threads 1 --rounds 1 --seconds 0.2)
   precision_args=(--benchmark_min_time=0.05
     '--benchmark_filter=^precision_(products/[a-z0-9_]+/batch:128/threads:1|peak/.*)$')
+  precision_f32_args=(--benchmark_min_time=0.05
+    '--benchmark_filter=^precision_products/[a-z]+_f32/batch:128/threads:1$')
   main_job_args=(--epochs 1)
   gb data bench_data --benchmark_min_time=0.01 '--benchmark_filter=^(data_epoch/examples:12800|npy_read)'
 else
@@ -126,6 +129,7 @@ else
   # Repetitions in random order, the fastest counting (bench_report.py): a shared machine's
   # changing load then weighs on grove's and oneDNN's products alike.
   precision_args=(--benchmark_repetitions=3 --benchmark_enable_random_interleaving=true)
+  precision_f32_args=("${precision_args[@]}" '--benchmark_filter=^precision_products/[a-z]+_f32/')
   main_job_args=()
   gb data bench_data --benchmark_repetitions=3
 fi
@@ -134,6 +138,12 @@ fi
 # ONEDNN_MAX_CPU_ISA (AVX512_CORE_BF16 keeps oneDNN off the tiles) is passed on as it is.
 if [ $precision = 1 ]; then
   gb precision bench_precision "${precision_args[@]}"
+  # On a CPU with AVX-512, the float32 products once more with both libraries held to AVX2: grove's
+  # AVX2 kernel against oneDNN's AVX2 code, what a CPU without AVX-512 (AMD Zen 3) runs.
+  if grep -qw avx512f /proc/cpuinfo && grep -qw avx2 /proc/cpuinfo; then
+    ONEDNN_MAX_CPU_ISA=AVX2 GROVE_MAX_CPU_ISA=AVX2 \
+      gb precision_avx2 bench_precision "${precision_f32_args[@]}"
+  fi
 else
   echo "== precision: bench_precision skipped ($build was configured without oneDNN: libdnnl-dev)"
 fi

@@ -22,6 +22,8 @@ report says so):
   precision.json   bench_precision             the MLP step's 8 products in bf16 and f32, grove
                                                vs oneDNN's matmul; the vdpbf16ps and f32 FMA
                                                register-only peaks
+  precision_avx2   bench_precision with both   the f32 products again, grove's AVX2 kernel vs
+  .json            libraries capped to AVX2    oneDNN's AVX2 code (on CPUs with AVX-512)
   precision_torch  bench/torch_step.py         PyTorch's autocast bf16 step vs its f32 step
   .json            --autocast
   data.json        bench_data                  epochs of the main job's training fed by
@@ -259,6 +261,84 @@ def data_rows(results, notes):
     return rows
 
 
+def best_precision_runs(data):
+    """bench_precision's runs by name, each the repetition with the smallest best_ms (each
+    product's fastest run summed; the peaks' with the most GFLOP/s), as bench_precision's own
+    summary picks them, rather than the fastest mean; and the errors by name."""
+    runs = iterations(data)
+    for b in data.get("benchmarks", []):
+        name = b.get("run_name", b["name"])
+        if b.get("run_type", "iteration") != "iteration" or b.get("error_occurred"):
+            continue
+        if "best_ms" in b and b["best_ms"] < runs[name]["best_ms"]:
+            runs[name] = b
+        elif "best_ms" not in b and b.get("GFLOP/s", 0) > runs[name].get("GFLOP/s", 0):
+            runs[name] = b
+    errors = {b.get("run_name", b["name"]): b.get("error_message", "error")
+              for b in data.get("benchmarks", []) if b.get("error_occurred")}
+    return runs, errors
+
+
+def product_rows(data, notes, tag, cap):
+    """The rows of one bench_precision run's products: grove bf16 / f32 and grove / oneDNN in each
+    precision, per batch and thread count; `cap` names the instruction sets the run was capped
+    to ("" when it was not), `tag` starts its notes."""
+    rows = []
+    context = data.get("context", {})
+    runs, errors = best_precision_runs(data)
+    onednn_cap = context.get("onednn_max_cpu_isa") or "unset"
+    notes.append(f"{tag}: oneDNN {context.get('onednn_version', '?')}, instruction set "
+                 f"{context.get('onednn_isa', '?')} (ONEDNN_MAX_CPU_ISA={onednn_cap}); grove "
+                 f"{context.get('grove_kernel', '?')}; AVX512-BF16 "
+                 f"{context.get('avx512_bf16', '?')}")
+
+    def ms(impl, suffix):
+        b = runs.get(f"precision_products/{impl}{suffix}")
+        if b is None:
+            return None
+        return b["best_ms"] if "best_ms" in b else micros(b, "real_time") / 1e3
+
+    def what(impl, suffix):
+        b = runs.get(f"precision_products/{impl}{suffix}")
+        if b is not None:
+            return b.get("label", "") or impl
+        return errors.get(f"precision_products/{impl}{suffix}", "did not run")
+
+    configs = sorted({tuple(int(p.split(":")[1]) for p in name.split("/")[2:4])
+                      for name in list(runs) + list(errors)
+                      if name.startswith("precision_products/")})
+    ran = {}
+    for batch, threads in configs:
+        suffix = f"/batch:{batch}/threads:{threads}"
+        where = f"batch {batch}, {threads} thread(s){cap}"
+        g32, g16 = ms("grove_f32", suffix), ms("grove_bf16", suffix)
+        d32, d16 = ms("onednn_f32", suffix), ms("onednn_bf16", suffix)
+        for impl in ("grove_f32", "grove_bf16", "onednn_f32", "onednn_bf16"):
+            name = f"precision_products/{impl}{suffix}"
+            if name in runs or name in errors:  # (a filtered run leaves some out)
+                ran.setdefault(impl, what(impl, suffix))
+        if g16 is not None and g32 is not None:
+            rows.append(row("precision", f"grove bf16 / grove f32, {where}", g16, "grove f32",
+                            g32, "ms", g16 / g32))
+        for grove, theirs, impl, name in ((g32, d32, "onednn_f32", "oneDNN f32"),
+                                          (g16, d16, "onednn_bf16", "oneDNN bf16")):
+            if grove is None:
+                continue
+            case = f"grove {name.split()[1]} / {name}, {where}"
+            if theirs is None:
+                rows.append(row("precision", case, grove, name, None, "ms", None,
+                                f"no ratio: {what(impl, suffix)}"))
+            elif "ref:" in what(impl, suffix):
+                rows.append(row("precision", case, grove, name, theirs, "ms", None,
+                                f"no ratio: oneDNN ran its reference code "
+                                f"({what(impl, suffix)}), no kernel for this CPU"))
+            else:
+                rows.append(row("precision", case, grove, name, theirs, "ms", grove / theirs))
+    for impl, text in ran.items():
+        notes.append(f"{tag}: {impl}: {text}")
+    return rows
+
+
 def precision_rows(results, notes):
     rows = []
     data = load(results, "precision.json")
@@ -266,68 +346,13 @@ def precision_rows(results, notes):
         notes.append("precision: no precision.json (bench_precision did not run: it is built "
                      "only where oneDNN is found, Debian: libdnnl-dev)")
     else:
-        context = data.get("context", {})
-        runs = iterations(data)
-        # The products' repetition with the smallest best_ms (each product's fastest run summed),
-        # and the peaks' with the most GFLOP/s, as bench_precision's own summary prints them,
-        # rather than the fastest mean.
-        for b in data.get("benchmarks", []):
-            name = b.get("run_name", b["name"])
-            if b.get("run_type", "iteration") != "iteration" or b.get("error_occurred"):
-                continue
-            if "best_ms" in b and b["best_ms"] < runs[name]["best_ms"]:
-                runs[name] = b
-            elif "best_ms" not in b and b.get("GFLOP/s", 0) > runs[name].get("GFLOP/s", 0):
-                runs[name] = b
-        errors = {b.get("run_name", b["name"]): b.get("error_message", "error")
-                  for b in data.get("benchmarks", []) if b.get("error_occurred")}
-        cap = context.get("onednn_max_cpu_isa") or "unset"
-        notes.append(f"precision: oneDNN {context.get('onednn_version', '?')}, instruction set "
-                     f"{context.get('onednn_isa', '?')} (ONEDNN_MAX_CPU_ISA={cap}); "
-                     f"AVX512-BF16 {context.get('avx512_bf16', '?')}")
-
-        def ms(impl, suffix):
-            b = runs.get(f"precision_products/{impl}{suffix}")
-            if b is None:
-                return None
-            return b["best_ms"] if "best_ms" in b else micros(b, "real_time") / 1e3
-
-        def what(impl, suffix):
-            b = runs.get(f"precision_products/{impl}{suffix}")
-            if b is not None:
-                return b.get("label", "") or impl
-            return errors.get(f"precision_products/{impl}{suffix}", "did not run")
-
-        configs = sorted({tuple(int(p.split(":")[1]) for p in name.split("/")[2:4])
-                          for name in list(runs) + list(errors)
-                          if name.startswith("precision_products/")})
-        ran = {}
-        for batch, threads in configs:
-            suffix = f"/batch:{batch}/threads:{threads}"
-            where = f"batch {batch}, {threads} thread(s)"
-            g32, g16 = ms("grove_f32", suffix), ms("grove_bf16", suffix)
-            d32, d16 = ms("onednn_f32", suffix), ms("onednn_bf16", suffix)
-            for impl in ("grove_f32", "grove_bf16", "onednn_f32", "onednn_bf16"):
-                ran.setdefault(impl, what(impl, suffix))
-            if g16 is not None and g32 is not None:
-                rows.append(row("precision", f"grove bf16 / grove f32, {where}", g16, "grove f32",
-                                g32, "ms", g16 / g32))
-            for grove, theirs, impl, name in ((g32, d32, "onednn_f32", "oneDNN f32"),
-                                              (g16, d16, "onednn_bf16", "oneDNN bf16")):
-                if grove is None:
-                    continue
-                case = f"grove {name.split()[1]} / {name}, {where}"
-                if theirs is None:
-                    rows.append(row("precision", case, grove, name, None, "ms", None,
-                                    f"no ratio: {what(impl, suffix)}"))
-                elif "ref:" in what(impl, suffix):
-                    rows.append(row("precision", case, grove, name, theirs, "ms", None,
-                                    f"no ratio: oneDNN ran its reference code "
-                                    f"({what(impl, suffix)}), no kernel for this CPU"))
-                else:
-                    rows.append(row("precision", case, grove, name, theirs, "ms", grove / theirs))
-        for impl, text in ran.items():
-            notes.append(f"precision: {impl}: {text}")
+        rows += product_rows(data, notes, "precision", "")
+        # The float32 products once more with both libraries held to AVX2 (scripts/bench.sh runs
+        # it on CPUs with AVX-512): what an AVX2-only CPU runs, grove's AVX2 kernel and oneDNN's.
+        capped = load(results, "precision_avx2.json")
+        if capped is not None:
+            rows += product_rows(capped, notes, "precision_avx2", ", both on AVX2")
+        runs, errors = best_precision_runs(data)
         fma, dp = runs.get("precision_peak/fma_f32"), runs.get("precision_peak/vdpbf16ps")
         if fma is not None or dp is not None:
             fma_label = f"f32 FMA ({fma.get('label', '')})" if fma else "f32 FMA"

@@ -253,6 +253,36 @@ def case_bench(work):
     check("OpenBLAS, kernel Zen" in out, f"the BLAS is not printed:\n{out}")
     check("0.750" in out and "0.500" in out, f"ratios missing from the tables:\n{out}")
 
+    # The precision family: the products' fastest repetition (best_ms), and the float32 products
+    # once more with both libraries held to AVX2 (precision_avx2.json), in rows of their own.
+    def products(impl, *best, label):
+        return [{"name": f"precision_products/{impl}/batch:128/threads:1", "real_time": 9.0,
+                 "cpu_time": 9.0, "time_unit": "ms", "best_ms": b, "label": label} for b in best]
+    precision = gb(*products("grove_f32", 2.5, 2.4, label="grove's AVX-512 kernel"),
+                   *products("onednn_f32", 2.0, label="oneDNN brg:avx512_core"))
+    precision["context"].update(grove_kernel="grove's AVX-512 kernel", onednn_isa="avx512_core_amx")
+    capped = gb(*products("grove_f32", 3.0, label="grove's AVX2 kernel"),
+                *products("onednn_f32", 4.0, label="oneDNN gemm:jit"))
+    capped["context"].update(grove_kernel="grove's AVX2 kernel", onednn_isa="avx2",
+                             onednn_max_cpu_isa="AVX2")
+    for name, doc in (("precision.json", precision), ("precision_avx2.json", capped)):
+        with open(os.path.join(results, name), "w") as f:
+            json.dump(doc, f)
+    status, out, err = run([PYTHON, BENCH_REPORT, "--results", results])
+    check(status == 0, f"bench_report.py failed ({status}):\n{out}{err}")
+    prec = {r["case"]: r for r in read_csv(os.path.join(results, "precision.csv"))}
+    check(sorted(prec) == ["grove f32 / oneDNN f32, batch 128, 1 thread(s)",
+                           "grove f32 / oneDNN f32, batch 128, 1 thread(s), both on AVX2"],
+          f"precision rows: {sorted(prec)}")
+    check(close(prec["grove f32 / oneDNN f32, batch 128, 1 thread(s)"]["ratio"], 2.4 / 2.0),
+          f"precision: {prec}")
+    check(close(prec["grove f32 / oneDNN f32, batch 128, 1 thread(s), both on AVX2"]["ratio"],
+                3.0 / 4.0), f"precision, AVX2: {prec}")
+    check("grove's AVX2 kernel" in out and "ONEDNN_MAX_CPU_ISA=AVX2" in out,
+          f"the capped run's kernels are not named:\n{out}")
+    for name in ("precision.json", "precision_avx2.json", "precision.csv"):
+        os.remove(os.path.join(results, name))
+
     # PyTorch on the reference BLAS: its row has no ratio, and the report says why.
     bench_fixture(results, "reference")
     status, out, err = run([PYTHON, BENCH_REPORT, "--results", results])

@@ -377,8 +377,8 @@ std::vector<Shape> amx_edge_shapes() {
   return shapes;
 }
 
-// Products of at most 16 rows (which gemm_slice gives Eigen's kernel on CPUs with AVX2 and not
-// AVX-512), with odd and even inner dimensions.
+// Products of at most 16 rows (the AVX-512 kernel's thin kernel; the AVX2 kernel reads op(B) in
+// place for them), with odd and even inner dimensions.
 const std::vector<Shape> kThinShapes = {{1, 1, 1},    {3, 7, 2},     {10, 128, 512}, {10, 29, 45},
                                         {16, 40, 33}, {15, 300, 17}, {9, 5, 1}};
 
@@ -522,6 +522,31 @@ TEST_CASE("grove's AVX2 kernel runs the float products on CPUs with AVX2 and no 
   CHECK(std::string(d::kernel_name<float>()) == "Eigen's GEMM kernel");
   check_product<false, false>({67, 29, 45}, 1, d::Into::add, 99);
   d::force_eigen_kernel() = false;
+}
+
+TEST_CASE(
+    "grove's AVX2 kernel against a double product on a CPU with AVX-512, by force_avx2_kernel",
+    "[nn][gemm]") {
+#if defined(GROVE_NN_SGEMM_AVX2)
+  if (!d::avx2::available()) {
+    WARN("this CPU has no AVX2 and FMA3: grove's AVX2 kernel is not run here");
+    return;
+  }
+  struct Forced {  // for the test's scope, exceptions included
+    Forced() { d::force_avx2_kernel() = true; }
+    ~Forced() { d::force_avx2_kernel() = false; }
+  } forced;
+  CHECK(d::uses_avx2_kernel<float>());
+  CHECK(!d::uses_avx512_kernel<float>());
+  CHECK(std::string(d::kernel_name<float>()) == "grove's AVX2 kernel");
+  // Every layout of op(B): packed, read in place by columns and, for products of at most 16 rows,
+  // by rows; the thin products and the edges of the kernel's blocks.
+  std::vector<Shape> shapes = avx2_edge_shapes();
+  shapes.insert(shapes.end(), kThinShapes.begin(), kThinShapes.end());
+  check_every_layout(shapes);
+#else
+  WARN("this build has no AVX2 kernel (no dispatch on this compiler and CPU)");
+#endif
 }
 
 TEST_CASE("The kernels' blocking follows the cache sizes", "[nn][gemm]") {

@@ -18,10 +18,11 @@
 //
 // On x86-64, single-precision slices run grove's own kernels instead of Eigen's, chosen at run
 // time: on a CPU with AVX-512F detail/sgemm_avx512.hpp, on one with AVX2 and FMA3 but not
-// AVX-512F detail/sgemm_avx2.hpp (for all but slices of at most 16 rows). Both were faster than
-// Eigen's kernel on the MLP's products; bench_nn's `products` measures by how much on this CPU.
-// Their sums are ordered differently, so float results differ from Eigen's kernel's in rounding.
-// force_eigen_kernel() turns them off at run time (benchmarks compare the two in one run).
+// AVX-512F detail/sgemm_avx2.hpp. Both were faster than Eigen's kernel on the MLP's products;
+// bench_nn's `products` measures by how much on this CPU, bench_precision how they compare with
+// oneDNN's. Their sums are ordered differently, so float results differ from Eigen's kernel's in
+// rounding. force_eigen_kernel() turns them off at run time, force_avx2_kernel() runs the AVX2
+// kernel on an AVX-512 CPU (benchmarks compare them in one run).
 //
 // Under Precision::bf16 (nn::precision_policy's bf16 compute) each product's inputs, op(A) and
 // op(B), are rounded to bfloat16 (grove/detail/bf16.hpp's round_to_bf16, on every path the same
@@ -108,11 +109,20 @@ inline bool& force_eigen_kernel() noexcept {
   return forced;
 }
 
+/// The run-time switch from grove's AVX-512 kernel to its AVX2 kernel on a CPU that has both, so
+/// that a benchmark can compare the AVX2 kernel with another library's AVX2 code (oneDNN's under
+/// ONEDNN_MAX_CPU_ISA=AVX2) on the same CPU: set it only while no product runs.
+inline bool& force_avx2_kernel() noexcept {
+  static bool forced = false;
+  return forced;
+}
+
 /// Whether products of T run grove's AVX-512 kernel (on this CPU).
 template <class T>
 bool uses_avx512_kernel() {
 #if defined(GROVE_NN_GEMM_AVX512)
-  if constexpr (std::is_same_v<T, float>) return !force_eigen_kernel() && avx512::available();
+  if constexpr (std::is_same_v<T, float>)
+    return !force_eigen_kernel() && !force_avx2_kernel() && avx512::available();
 #endif
   return false;
 }
@@ -488,7 +498,7 @@ void gemm_slice(const Slice& s, View<const T> a, View<const T> b, View<T> c, T a
 #endif
 #if defined(GROVE_NN_GEMM_AVX2)
   if constexpr (std::is_same_v<T, float>) {
-    if (uses_avx2_kernel<T>() && (bf16 ? avx2::suits_bf16(m, n, k) : avx2::suits(m, n, k))) {
+    if (uses_avx2_kernel<T>() && (!bf16 || avx2::suits_bf16(m, n, k))) {
       eigen_assert(avx2::blocks::packed_a_size(m, k) <= scratch.packed_a_size() &&
                    avx2::blocks::packed_b_size(n, k) <= scratch.packed_b_size() &&
                    "grove: GemmScratch::reserve was not called for this product");

@@ -23,7 +23,10 @@
 // slabs in order, each summed in order of its steps, which depend on k and the cache sizes only),
 // so a given product gives the same bits on every run.
 //
-// Slices of at most MR rows (suits()) are left to Eigen's kernel, which was faster on them.
+// op(B) is read where it is, not packed, when it is not transposed (the broadcasts then come from
+// NR column streams, whose lines stay in the cache as a packed sliver's do) and when the product
+// has at most MR rows (so reads op(B) only once); packing it took 3-8% of the MLP's products,
+// and on the thin ones more than the product.
 //
 // With Round (gemm<TA, TB, true>: nn::precision_policy's bf16 compute), the packing routines round
 // each element of op(A) and op(B) to bfloat16 as they copy it (grove/detail/bf16.hpp, the same
@@ -57,20 +60,27 @@ using sgemm::round_up;
 /// The kernel's blocking (sgemm_blocking.hpp).
 using blocks = sgemm::blocking_of<MR, NR>;
 
-/// Whether this kernel computes an m x n x k slice (else Eigen's kernel does). A slice of at most
-/// MR rows fills only part of each register block and gains nothing from packing op(B): Eigen's
-/// kernel, with its narrower edge kernels, was faster on such slices (the classifier's last layer).
-inline bool suits(Index m, Index /*n*/, Index /*k*/) {
-  return m > MR;
+/// How many steps ahead the micro-kernel prefetches a transposed op(B) read in place.
+inline constexpr Index prefetch_row_steps = 16;
+
+/// The slab depth for a transposed op(B) read in place (a product of at most MR rows): each step
+/// of a sliver of columns is a line of op(B) that the next slivers read again, so a slab's lines
+/// take a quarter of L1d (the kernel's own blocking would send them to L3 between slivers: twice
+/// the time on the MLP's thin weight gradient).
+inline Index thin_slab_depth(Index k) {
+  static const Index rows = std::max<Index>(
+      16, static_cast<Index>(grove::detail::this_cpu_caches().l1d) / 4 / 64 / 8 * 8);
+  return std::min(blocks::slab_depth(k), rows);
 }
 
-/// suits() for products whose inputs are rounded to bfloat16 (gemm<TA, TB, true>); otherwise
-/// Eigen's kernel multiplies rounded copies of the slice's operands (gemm.hpp). The same slices:
-/// on the MLP's thin products (the classifier's last layer and its weight gradient), Eigen's
-/// kernel on the copies, copying included, was still faster than this kernel rounding as it
-/// packs, with -march=native and without.
-inline bool suits_bf16(Index m, Index n, Index k) {
-  return suits(m, n, k);
+/// Whether this kernel computes an m x n x k slice whose inputs are rounded to bfloat16 (gemm<TA,
+/// TB, true>); otherwise Eigen's kernel multiplies rounded copies of the slice's operands
+/// (gemm.hpp). Not slices of at most MR rows: rounding must pack op(B), which such a slice reads
+/// only once, and on the MLP's thin products (the classifier's last layer and its weight
+/// gradient) Eigen's kernel on the copies, copying included, was faster than this kernel rounding
+/// as it packs, with -march=native and without. Float slices of any shape run this kernel.
+inline bool suits_bf16(Index m, Index /*n*/, Index /*k*/) {
+  return m > MR;
 }
 
 #if defined(GROVE_NN_SGEMM_AVX2)
@@ -218,27 +228,52 @@ GROVE_NN_TARGET_AVX2 inline void round_copy(const float* src, Index ld, Index ro
   }
 }
 
-/// C[0:rows, 0:cols] += alpha * (an A sliver) (a B sliver), both kc steps deep, or = when
-/// `overwrite`; rows <= 8 V and cols <= N <= NR (the packed slivers are zero beyond them). Only
-/// the first V vectors of each A step and N columns of each B step are multiplied: narrower
-/// kernels serve the last, partial slivers of a product.
-template <int V, int N>
-GROVE_NN_TARGET_AVX2 void micro_kernel(Index kc, const float* a, const float* b, float* c,
-                                       Index ldc, float alpha, Index rows, Index cols,
+/// Where the micro-kernel reads op(B): a packed sliver (NR values a step, zero beyond the block's
+/// columns), or op(B) itself in place, untransposed (element (p, j) at b[p + j * ldb]) or
+/// transposed (at b[j + p * ldb]).
+enum class BLayout { packed, columns, rows };
+
+/// C[0:rows, 0:cols] += alpha * (an A sliver) op(B)[0:kc, 0:cols], or = when `overwrite`; rows <=
+/// 8 V and cols <= N <= NR. Only the first V vectors of each A step and N columns of op(B) are
+/// multiplied: narrower kernels serve the last, partial slivers of a product. op(B) is read as L
+/// says (ldb unused when packed); read in place, its columns beyond cols alias the last one (their
+/// sums are not stored).
+/// Reading op(B) in place saves packing it: for an untransposed op(B), 3-8% of the MLP's products
+/// (the broadcasts come from N column streams instead of one, and their lines stay in the cache
+/// as long as a packed sliver's do); for a product of at most MR rows, whose op(B) is read only
+/// once, the whole cost of packing it.
+template <int V, int N, BLayout L = BLayout::packed>
+GROVE_NN_TARGET_AVX2 void micro_kernel(Index kc, const float* a, const float* b, Index ldb,
+                                       float* c, Index ldc, float alpha, Index rows, Index cols,
                                        bool overwrite) {
   __m256 acc[V][N];
+  // Column j's value at step p is column[j][p * step].
+  const float* column[N];
+  const Index step = L == BLayout::packed ? NR : L == BLayout::columns ? 1 : ldb;
 #pragma GCC unroll 8
-  for (int j = 0; j < N; ++j)
+  for (int j = 0; j < N; ++j) {
+    const Index jj = L == BLayout::packed ? j : std::min<Index>(j, cols - 1);
+    column[j] = b + (L == BLayout::columns ? jj * ldb : jj);
 #pragma GCC unroll 2
-    for (int v = 0; v < V; ++v) acc[v][j] = _mm256_setzero_ps();
+    for (int v = 0; v < V; ++v) {
+      acc[v][j] = _mm256_setzero_ps();
+      // C's block is read (or written) only at the end: start bringing it in now.
+      _mm_prefetch(reinterpret_cast<const char*>(c + j * ldc + 8 * v), _MM_HINT_T0);
+    }
+  }
 #pragma GCC unroll 4
-  for (Index p = 0; p < kc; ++p, a += MR, b += NR) {
+  for (Index p = 0; p < kc; ++p, a += MR) {
     __m256 av[V];
+    if constexpr (L == BLayout::rows) {  // a row a step, each a new line: fetch them ahead
+      const float* ahead = column[0] + (p + prefetch_row_steps) * step;
+      _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + N - 1), _MM_HINT_T0);
+    }
 #pragma GCC unroll 2
     for (int v = 0; v < V; ++v) av[v] = _mm256_loadu_ps(a + 8 * v);
 #pragma GCC unroll 8
     for (int j = 0; j < N; ++j) {
-      const __m256 bj = _mm256_broadcast_ss(b + j);
+      const __m256 bj = _mm256_broadcast_ss(column[j] + p * step);
 #pragma GCC unroll 2
       for (int v = 0; v < V; ++v) acc[v][j] = _mm256_fmadd_ps(av[v], bj, acc[v][j]);
     }
@@ -270,12 +305,17 @@ GROVE_NN_TARGET_AVX2 void micro_kernel(Index kc, const float* a, const float* b,
 }
 
 /// The micro-kernel for a block of `rows` x `cols` (the narrowest that covers it).
-using kernel_fn = void (*)(Index, const float*, const float*, float*, Index, float, Index, Index,
-                           bool);
-inline kernel_fn kernel_for(Index rows, Index cols) {
+using kernel_fn = void (*)(Index, const float*, const float*, Index, float*, Index, float, Index,
+                           Index, bool);
+template <BLayout L>
+kernel_fn kernel_for(Index rows, Index cols) {
   if (rows > 8)
-    return cols > 4 ? micro_kernel<2, 6> : cols > 2 ? micro_kernel<2, 4> : micro_kernel<2, 2>;
-  return cols > 4 ? micro_kernel<1, 6> : cols > 2 ? micro_kernel<1, 4> : micro_kernel<1, 2>;
+    return cols > 4   ? micro_kernel<2, 6, L>
+           : cols > 2 ? micro_kernel<2, 4, L>
+                      : micro_kernel<2, 2, L>;
+  return cols > 4   ? micro_kernel<1, 6, L>
+         : cols > 2 ? micro_kernel<1, 4, L>
+                    : micro_kernel<1, 2, L>;
 }
 
 /// C += alpha * op(A) op(B) on one thread, or C = alpha * op(A) op(B) when `overwrite` (C is then
@@ -287,22 +327,31 @@ template <bool TA, bool TB, bool Round = false>
 GROVE_NN_TARGET_AVX2 void gemm(Index m, Index n, Index k, const float* a, Index lda, const float* b,
                                Index ldb, float* c, Index ldc, float alpha, bool overwrite,
                                float* packed_a, float* packed_b) {
-  const Index KC = blocks::slab_depth(k), MC = blocks::block_height(m), NC = blocks::here().nc;
+  const Index MC = blocks::block_height(m), NC = blocks::here().nc;
+  // (With Round as well, so that its result stays the float product of the rounded operands.)
+  const Index KC = TB && m <= MR ? thin_slab_depth(k) : blocks::slab_depth(k);
   for (Index jc = 0; jc < n; jc += NC) {
     const Index nc = std::min(NC, n - jc);
     for (Index pc = 0; pc < k; pc += KC) {
       const Index kc = std::min(KC, k - pc);
-      pack_b<TB, Round>(TB ? b + jc + pc * ldb : b + pc + jc * ldb, ldb, kc, nc, packed_b);
+      // op(B) is read where it is (see micro_kernel) when untransposed, or when the product has
+      // a single sliver of rows (so reads op(B) once); unless it must be rounded.
+      constexpr BLayout in_place = TB ? BLayout::rows : BLayout::columns;
+      const bool packed = Round || (TB && m > MR);
+      const float* const slab = TB ? b + jc + pc * ldb : b + pc + jc * ldb;
+      if (packed) pack_b<TB, Round>(slab, ldb, kc, nc, packed_b);
       for (Index ic = 0; ic < m; ic += MC) {
         const Index mc = std::min(MC, m - ic);
         pack_a<TA, Round>(TA ? a + pc + ic * lda : a + ic + pc * lda, lda, mc, kc, packed_a);
         for (Index jr = 0; jr < nc; jr += NR) {
           const Index cols = std::min(NR, nc - jr);
+          const float* const sliver = packed ? packed_b + jr * kc : slab + (TB ? jr : jr * ldb);
           for (Index ir = 0; ir < mc; ir += MR) {
             const Index rows = std::min(MR, mc - ir);
-            kernel_for(rows, cols)(kc, packed_a + ir * kc, packed_b + jr * kc,
-                                   c + (ic + ir) + (jc + jr) * ldc, ldc, alpha, rows, cols,
-                                   overwrite && pc == 0);
+            const kernel_fn kernel =
+                packed ? kernel_for<BLayout::packed>(rows, cols) : kernel_for<in_place>(rows, cols);
+            kernel(kc, packed_a + ir * kc, sliver, ldb, c + (ic + ir) + (jc + jr) * ldc, ldc, alpha,
+                   rows, cols, overwrite && pc == 0);
           }
         }
       }

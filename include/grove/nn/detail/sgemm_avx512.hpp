@@ -24,6 +24,8 @@
 // multiply the padding. The blocking follows the cache sizes the CPU reports (sgemm_blocking.hpp),
 // as the AVX2 kernel's does.
 //
+// An untransposed op(B) is not packed: the micro-kernel reads it where it is (see micro_kernel).
+//
 // Products of at most 16 rows (a classifier's last layer, and its weight gradient) run a thin
 // kernel instead: one 16-float vector per column of C, with op(B) read where it is (see
 // gemm_thin).
@@ -64,6 +66,11 @@ inline constexpr int V = MR / 16;  // vectors per column of the block
 static_assert(MR % 16 == 0 && NR > 8 && NR <= 16, "the packing routines assume these shapes");
 /// Products of at most THIN rows run the thin kernel: one 16-row vector per column of C.
 inline constexpr Index THIN = 16;
+/// How far ahead the kernels prefetch what they read next, in steps of the inner dimension:
+/// the packed A sliver (micro_kernel), op(B)'s columns read in place (thin_kernel: a 16-step cache
+/// line each, so this many floats) and op(B)'s rows read in place when transposed (thin_kernel).
+/// Measured on the MLP's products; nearer or farther was slower.
+inline constexpr Index prefetch_a_steps = 8, prefetch_column_floats = 64, prefetch_row_steps = 16;
 
 using sgemm::Blocking;
 using sgemm::ceil_div;
@@ -137,6 +144,37 @@ GROVE_NN_TARGET_AVX512 inline void transpose16(__m512 r[16]) {
   for (int i = 0; i < 16; ++i) r[i] = out[i];
 }
 
+/// Writes the transpose of a whole 16 x 16 block (row i of 16 floats at src + i * ld) to dst:
+/// column q at dst + q * W, rounded to bfloat16 when Round. Half the shuffles of transpose16 (which
+/// runs them all on one port): the first stage is done by the loads, each row's 4-float quarters
+/// inserted into the 128-bit lanes where they belong, and then 4 x 4 transposes within the lanes
+/// finish it (1.6 times as fast on the MLP's transposed weights).
+template <Index W, bool Round>
+GROVE_NN_TARGET_AVX512 void transpose_block(const float* src, Index ld, float* dst) {
+#pragma GCC unroll 4
+  for (int quarter = 0; quarter < 4; ++quarter) {
+    // x[r], lane L: row 4L + r's floats 4 quarter .. 4 quarter + 3.
+    __m512 x[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) {
+      const float* row = src + r * ld + 4 * quarter;
+      __m512 v = _mm512_castps128_ps512(_mm_loadu_ps(row));
+      v = _mm512_insertf32x4(v, _mm_loadu_ps(row + 4 * ld), 1);
+      v = _mm512_insertf32x4(v, _mm_loadu_ps(row + 8 * ld), 2);
+      x[r] = _mm512_insertf32x4(v, _mm_loadu_ps(row + 12 * ld), 3);
+    }
+    const __m512d t0 = _mm512_castps_pd(_mm512_unpacklo_ps(x[0], x[1]));
+    const __m512d t1 = _mm512_castps_pd(_mm512_unpackhi_ps(x[0], x[1]));
+    const __m512d t2 = _mm512_castps_pd(_mm512_unpacklo_ps(x[2], x[3]));
+    const __m512d t3 = _mm512_castps_pd(_mm512_unpackhi_ps(x[2], x[3]));
+    float* out = dst + 4 * quarter * W;
+    _mm512_storeu_ps(out, rounded<Round>(_mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2))));
+    _mm512_storeu_ps(out + W, rounded<Round>(_mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2))));
+    _mm512_storeu_ps(out + 2 * W, rounded<Round>(_mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3))));
+    _mm512_storeu_ps(out + 3 * W, rounded<Round>(_mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3))));
+  }
+}
+
 /// Packs `count` vectors that run along the inner dimension (vector r starts at src + r * ld and
 /// has kc floats) as W-wide steps: dst[p * W + r] = src[r * ld + p] (rounded to bfloat16 when
 /// Round), zero for r in [count, W).
@@ -153,6 +191,10 @@ GROVE_NN_TARGET_AVX512 void pack_transposed(const float* src, Index ld, Index co
     }
     for (Index p0 = 0; p0 < kc; p0 += 16) {
       const Index steps = std::min<Index>(16, kc - p0);
+      if (rows == 16 && steps == 16 && W - r0 >= 16) {
+        transpose_block<W, Round>(src + r0 * ld + p0, ld, dst + p0 * W + r0);
+        continue;
+      }
       const __mmask16 load = lanes(steps);
       __m512 r[16];
       for (Index i = 0; i < 16; ++i)
@@ -226,25 +268,42 @@ GROVE_NN_TARGET_AVX512 inline void round_copy(const float* src, Index ld, Index 
   }
 }
 
-/// C[0:rows, 0:cols] += alpha * (an A sliver) (a B sliver), both kc steps deep; rows <= MR and
-/// cols <= N <= NR (the packed slivers are zero beyond them). Only the first N columns of the B
-/// sliver are multiplied: a narrower N serves the last, partial sliver of a product.
-template <int N>
-GROVE_NN_TARGET_AVX512 void micro_kernel(Index kc, const float* a, const float* b, float* c,
-                                         Index ldc, float alpha, Index rows, Index cols,
+/// C[0:rows, 0:cols] += alpha * (an A sliver) op(B)[0:kc, 0:cols], or = when `overwrite` (C is
+/// then not read); rows <= MR and cols <= N <= NR. Only N columns of op(B) are multiplied: a
+/// narrower N serves the last, partial sliver of a product. op(B) is either a packed sliver (b,
+/// NR values a step, zero beyond cols: ldb unused) or, when InPlace, op(B) itself, not transposed:
+/// element (p, j) at b[p + j * ldb], whose columns beyond cols alias the last one (their sums are
+/// not stored).
+/// Reading op(B) in place saves packing it, which took 4-8% of the MLP's untransposed products:
+/// the broadcasts come from N column streams instead of one, and their lines stay in the cache
+/// as long as a packed sliver's do.
+template <int N, bool InPlace = false>
+GROVE_NN_TARGET_AVX512 void micro_kernel(Index kc, const float* a, const float* b, Index ldb,
+                                         float* c, Index ldc, float alpha, Index rows, Index cols,
                                          bool overwrite) {
   __m512 acc[V][N];
+  const float* column[N];
 #pragma GCC unroll 16
-  for (int j = 0; j < N; ++j)
+  for (int j = 0; j < N; ++j) {
+    column[j] = InPlace ? b + std::min<Index>(j, cols - 1) * ldb : b + j;
 #pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) acc[v][j] = _mm512_setzero_ps();
-  for (Index p = 0; p < kc; ++p, a += MR, b += NR) {
+    for (int v = 0; v < V; ++v) {
+      acc[v][j] = _mm512_setzero_ps();
+      // C's block is read (or written) only at the end: start bringing it in now.
+      _mm_prefetch(reinterpret_cast<const char*>(c + j * ldc + 16 * v), _MM_HINT_T0);
+    }
+  }
+  constexpr Index step = InPlace ? 1 : NR;  // between one step's op(B) values and the next's
+  for (Index p = 0; p < kc; ++p, a += MR) {
     __m512 av[V];
 #pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) av[v] = _mm512_loadu_ps(a + 16 * v);
+    for (int v = 0; v < V; ++v) {
+      _mm_prefetch(reinterpret_cast<const char*>(a + prefetch_a_steps * MR + 16 * v), _MM_HINT_T0);
+      av[v] = _mm512_loadu_ps(a + 16 * v);
+    }
 #pragma GCC unroll 16
     for (int j = 0; j < N; ++j) {
-      const __m512 bj = _mm512_set1_ps(b[j]);
+      const __m512 bj = _mm512_set1_ps(column[j][p * step]);
 #pragma GCC unroll 4
       for (int v = 0; v < V; ++v) acc[v][j] = _mm512_fmadd_ps(av[v], bj, acc[v][j]);
     }
@@ -286,11 +345,26 @@ GROVE_NN_TARGET_AVX512 void thin_kernel(Index kc, const float* a, const float* b
   __m512 acc[N];
 #pragma GCC unroll 16
   for (int j = 0; j < N; ++j) acc[j] = _mm512_setzero_ps();
-  for (Index p = 0; p < kc; ++p, a += THIN, b += step_stride) {
-    const __m512 av = _mm512_loadu_ps(a);
+  for (Index p0 = 0; p0 < kc; p0 += 16) {
+    const Index p1 = std::min<Index>(kc, p0 + 16);
+    if constexpr (!TB) {
 #pragma GCC unroll 16
-    for (int j = 0; j < N; ++j)
-      acc[j] = _mm512_fmadd_ps(av, _mm512_set1_ps(b[j * col_stride]), acc[j]);
+      for (int j = 0; j < N; ++j)
+        _mm_prefetch(reinterpret_cast<const char*>(b + j * col_stride + prefetch_column_floats),
+                     _MM_HINT_T0);
+    }
+    for (Index p = p0; p < p1; ++p, a += THIN, b += step_stride) {
+      if constexpr (TB) {
+        // The step's N values may straddle two lines.
+        const float* ahead = b + prefetch_row_steps * step_stride;
+        _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + N - 1), _MM_HINT_T0);
+      }
+      const __m512 av = _mm512_loadu_ps(a);
+#pragma GCC unroll 16
+      for (int j = 0; j < N; ++j)
+        acc[j] = _mm512_fmadd_ps(av, _mm512_set1_ps(b[j * col_stride]), acc[j]);
+    }
   }
   const __m512 va = _mm512_set1_ps(alpha);
   const __mmask16 m = lanes(rows);
@@ -378,18 +452,22 @@ GROVE_NN_TARGET_AVX512 void gemm(Index m, Index n, Index k, const float* a, Inde
     const Index nc = std::min(NC, n - jc);
     for (Index pc = 0; pc < k; pc += KC) {
       const Index kc = std::min(KC, k - pc);
-      pack_b<TB, Round>(TB ? b + jc + pc * ldb : b + pc + jc * ldb, ldb, kc, nc, packed_b);
+      // op(B) untransposed is read where it is (see micro_kernel), unless it must be rounded.
+      constexpr bool in_place = !TB && !Round;
+      const float* const slab = TB ? b + jc + pc * ldb : b + pc + jc * ldb;
+      if constexpr (!in_place) pack_b<TB, Round>(slab, ldb, kc, nc, packed_b);
       for (Index ic = 0; ic < m; ic += MC) {
         const Index mc = std::min(MC, m - ic);
         pack_a<TA, Round>(TA ? a + pc + ic * lda : a + ic + pc * lda, lda, mc, kc, packed_a);
         for (Index jr = 0; jr < nc; jr += NR) {
           const Index cols = std::min(NR, nc - jr);
-          const auto kernel = cols > 8   ? micro_kernel<NR>
-                              : cols > 4 ? micro_kernel<8>
-                                         : micro_kernel<4>;
+          const auto kernel = cols > 8   ? micro_kernel<NR, in_place>
+                              : cols > 4 ? micro_kernel<8, in_place>
+                                         : micro_kernel<4, in_place>;
+          const float* const sliver = in_place ? slab + jr * ldb : packed_b + jr * kc;
           for (Index ir = 0; ir < mc; ir += MR)
-            kernel(kc, packed_a + ir * kc, packed_b + jr * kc, c + (ic + ir) + (jc + jr) * ldc, ldc,
-                   alpha, std::min(MR, mc - ir), cols, overwrite && pc == 0);
+            kernel(kc, packed_a + ir * kc, sliver, ldb, c + (ic + ir) + (jc + jr) * ldc, ldc, alpha,
+                   std::min(MR, mc - ir), cols, overwrite && pc == 0);
         }
       }
     }
