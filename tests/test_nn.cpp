@@ -544,6 +544,11 @@ TEST_CASE("Gradients of other network containers keep their type", "[nn][grad]")
   auto [loss, grads] = nn::value_and_grad(params, X, y);
   static_assert(std::is_same_v<decltype(grads), std::array<nn::Dense<float>, 2>>);
   const auto from_vector = nn::value_and_grad(v, X, y);
+  // One result type, whichever network: the walk-through's name is the same type.
+  static_assert(std::is_same_v<std::remove_const_t<decltype(from_vector)>,
+                               nn::value_and_grad_result<float, std::vector<nn::Dense<float>>>>);
+  static_assert(std::is_same_v<nn::ValueAndGrad<float, std::vector<nn::Dense<float>>>,
+                               nn::value_and_grad_result<float, std::vector<nn::Dense<float>>>>);
   CHECK(loss == from_vector.loss);
   CHECK(grads[1] == from_vector.grads[1]);
 }

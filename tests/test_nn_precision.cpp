@@ -186,8 +186,8 @@ TEST_CASE("A dense layer's products under bf16 compute: rounded inputs, float su
       const MatrixXf dy = nn_test::random_matrix<float>(rnd::key(7), s.out, s.batch);
       MatrixXf y(s.out, s.batch), dx(s.in, s.batch);
       nn::Dense<float> g{MatrixXf(s.out, s.in), Eigen::VectorXf(s.out)};
-      nn::Workspace<float> ws;
-      nn::layer_context ctx{true, nullptr, &ws};
+      nn::Workspace<float> ws;  // the pass's memory, as model.hpp's passes hand it to a layer
+      nn::layer_context ctx{true, nullptr, &nn::detail::memory_of(ws)};
       ctx.policy = &mixed;
       layer.forward<float>(p, nn::ConstMatrixMap<float>(x.data(), s.in, s.batch),
                            nn::MatrixMap<float>(y.data(), s.out, s.batch), {}, ctx);

@@ -24,6 +24,7 @@
 #include "grove/nn/precision_policy.hpp"
 #include "grove/nn/predict.hpp"
 #include "grove/nn/train_state.hpp"
+#include "grove/nn/value_and_grad_result.hpp"
 #include "grove/nn/workspace.hpp"
 #include "grove/random.hpp"
 #include "grove/tree.hpp"

@@ -19,6 +19,7 @@
 #include "grove/nn/dense.hpp"
 #include "grove/nn/loss.hpp"
 #include "grove/nn/predict.hpp"
+#include "grove/nn/value_and_grad_result.hpp"
 #include "grove/nn/workspace.hpp"
 
 namespace grove::nn {
@@ -52,12 +53,10 @@ DenseVjp<T> dense_vjp(const Dense<T>& layer, const Eigen::MatrixBase<DX>& x,
   return out;
 }
 
-/// What value_and_grad returns; `auto [loss, grads] = value_and_grad(...)` works.
+/// The walk-through's name for value_and_grad_result (the same type, which a composable model's
+/// value_and_grad returns too).
 template <class T, class P>
-struct ValueAndGrad {
-  T loss;
-  P grads;
-};
+using ValueAndGrad = value_and_grad_result<T, P>;
 
 /// The loss (see loss()) and its gradient with respect to every parameter, computed into `grads`
 /// (resized to params' shapes if needed) with `ws` as scratch. Returns the loss. After the first
@@ -96,7 +95,7 @@ network_scalar_t<P> sgd_step(P& params, const Eigen::MatrixBase<DX>& X,
   const Eigen::Ref<const Matrix<T>, 0, Eigen::OuterStride<>> x(X.derived());
   return detail::with_targets<T>("sgd_step", Y, x.cols(), [&](const auto& targets) {
     return E::template run<E::mode::sgd>(
-        "sgd_step", detail::uniform_net<P, Act, P>{&params, nullptr, &act},
+        "sgd_step", detail::uniform_net<P, Act, P>{&params, &params, &act},
         detail::View<const T>{x.data(), x.rows(), x.cols(), x.outerStride()}, targets,
         detail::softmax_ce_columns{}, detail::View<T>{}, ws, lr);
   });
@@ -104,11 +103,12 @@ network_scalar_t<P> sgd_step(P& params, const Eigen::MatrixBase<DX>& X,
 
 /// jax.value_and_grad(loss)(params, X, Y): {loss, grads}, grads with params' type and structure.
 template <network P, class DX, class DY, activation Act = Swish>
-ValueAndGrad<network_scalar_t<P>, P> value_and_grad(const P& params, const Eigen::MatrixBase<DX>& X,
-                                                    const Eigen::DenseBase<DY>& Y,
-                                                    const Act& act = {}) {
+value_and_grad_result<network_scalar_t<P>, P> value_and_grad(const P& params,
+                                                             const Eigen::MatrixBase<DX>& X,
+                                                             const Eigen::DenseBase<DY>& Y,
+                                                             const Act& act = {}) {
   Workspace<network_scalar_t<P>> ws;
-  ValueAndGrad<network_scalar_t<P>, P> out{0, params};
+  value_and_grad_result<network_scalar_t<P>, P> out{0, params};
   out.loss = value_and_grad_into(params, X, Y, out.grads, ws, act);
   return out;
 }

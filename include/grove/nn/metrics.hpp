@@ -48,12 +48,13 @@ Evaluation score_in_chunks(const Targets& targets, Index classes, Index batch, W
     return Evaluation{std::numeric_limits<double>::quiet_NaN(),
                       std::numeric_limits<double>::quiet_NaN()};
   const Index widest = std::min(inference_chunk, batch);
-  if (ws.predictions_.size() < classes * widest) ws.predictions_.resize(classes, widest);
+  if (memory_of(ws).predictions.size() < classes * widest)
+    memory_of(ws).predictions.resize(classes, widest);
   T total = 0;
   std::size_t correct = 0;
   for (Index c = 0; c < batch; c += inference_chunk) {
     const Index n = std::min(inference_chunk, batch - c);
-    Eigen::Map<Matrix<T>> logits(ws.predictions_.data(), classes, n);
+    Eigen::Map<Matrix<T>> logits(memory_of(ws).predictions.data(), classes, n);
     logits_into(c, n, logits);
     T chunk_total = 0;
     for (Index j = 0; j < n; ++j) {

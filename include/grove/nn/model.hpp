@@ -46,6 +46,7 @@
 #include "grove/nn/optim.hpp"
 #include "grove/nn/precision.hpp"
 #include "grove/nn/predict.hpp"
+#include "grove/nn/value_and_grad_result.hpp"
 #include "grove/nn/workspace.hpp"
 #include "grove/random.hpp"
 #include "grove/tree.hpp"
@@ -66,21 +67,6 @@ params_t<M, T> init(const M& m, const random::Key& key) {
   detail::require_real<T>();
   return detail::init_layer<T>(m, key);
 }
-
-/// What value_and_grad returns; `auto [loss, grads] = value_and_grad(...)` works.
-template <class T, class P>
-struct value_and_grad_result {
-  T loss;
-  P grads;
-};
-
-/// What value_and_grad_with_input returns: also the gradient with respect to the input batch.
-template <class T, class P>
-struct value_and_grad_with_input_result {
-  T loss;
-  P grads;
-  Matrix<T> input_grad;
-};
 
 /// What check_grads reports for one leaf of the parameters (or for the input, path "input"):
 /// the largest |finite difference - VJP| over the leaf's elements, divided by the largest
@@ -106,7 +92,7 @@ ConstMatrixMap<T> contiguous(const Eigen::Ref<const Matrix<T>, 0, Eigen::OuterSt
                              Workspace<T>& ws, Index& used) {
   if (x.outerStride() == x.rows() || x.cols() <= 1)
     return ConstMatrixMap<T>(x.data(), x.rows(), x.cols());
-  T* p = ws.buffer_.data() + used;
+  T* p = memory_of(ws).buffer.data() + used;
   used += aligned(x.size());
   MatrixMap<T>(p, x.rows(), x.cols()) = x;
   return ConstMatrixMap<T>(p, x.rows(), x.cols());
@@ -129,16 +115,17 @@ void prepare_grads_like(P& grads, const P& params) {
   if (!same) grads = params;
 }
 
-// Builds ws.chain_ for the model; true when the engine can run the whole model.
+// Builds memory_of(ws).chain for the model; true when the engine can run the whole model.
 template <class T, class M, class P>
 bool plan_chain(const M& m, const P& params, P* grads, Workspace<T>& ws, bool has_key) {
-  ws.chain_.clear();
-  if (ws.chain_.capacity() == 0) ws.chain_.reserve(16);  // one allocation for a fresh workspace
-  if (!collect_chain<T>(m, params, grads, ws.chain_, has_key)) return false;
-  if (ws.chain_.empty() || ws.chain_.back().act != nullptr) return false;
+  memory_of(ws).chain.clear();
+  if (memory_of(ws).chain.capacity() == 0)
+    memory_of(ws).chain.reserve(16);  // one allocation for a fresh workspace
+  if (!collect_chain<T>(m, params, grads, memory_of(ws).chain, has_key)) return false;
+  if (memory_of(ws).chain.empty() || memory_of(ws).chain.back().act != nullptr) return false;
   static constexpr Identity none{};
-  for (std::size_t l = 0; l + 1 < ws.chain_.size(); ++l) {
-    auto& e = ws.chain_[l];
+  for (std::size_t l = 0; l + 1 < memory_of(ws).chain.size(); ++l) {
+    auto& e = memory_of(ws).chain[l];
     if (e.act) continue;
     e.act = &none;
     e.forward = &act_forward<Identity, T>;
@@ -169,9 +156,10 @@ void on_pass_team(const layer_context& ctx, Workspace<T>& ws, Body&& body) {
     return;
   }
   // Each thread's own products' memory and sequences' places, before the team starts.
-  auto& scratch = ws.scratch();
+  auto& scratch = memory_of(ws).scratch;
   if (static_cast<int>(scratch.size()) < nt) scratch.resize(static_cast<std::size_t>(nt));
-  if (static_cast<int>(ws.places_.size()) < nt) ws.places_.resize(static_cast<std::size_t>(nt));
+  if (static_cast<int>(memory_of(ws).places.size()) < nt)
+    memory_of(ws).places.resize(static_cast<std::size_t>(nt));
   // A throw on some of the threads ends the pass on all of them at their next barrier (see
   // team_member), and parallel() rethrows it here.
   team_stop stop;
@@ -185,15 +173,25 @@ void on_pass_team(const layer_context& ctx, Workspace<T>& ws, Body&& body) {
   });
 }
 
+// The fused SGD step's request to a pass: the parameters it updates (the caller's, mutable), the
+// learning rate, and whether the step ran fused (else the pass wrote gradients).
+template <class T, class P>
+struct fused_sgd {
+  P* params;
+  T lr;
+  bool fused = false;
+};
+
 // The whole pass: checks, then the engine or the layers. grads (may be null: the loss only) and
-// input_grad (may be null) are written when given; sgd_lr >= 0 with a chain runs the fused SGD
-// step on params instead (and sets `fused`); without a chain it writes grads as without sgd_lr.
+// input_grad (may be null) are written when given; `sgd` (may be null) with a chain runs the
+// fused SGD step on sgd->params (the same object as params, as the caller holds it: mutable)
+// instead and sets sgd->fused; without a chain it writes grads as without sgd.
 // `policy`: the model's precision policy (a with_policy model unwrapped), or nullptr.
 template <class T, class M, class P, class DY, class Loss>
 T pass_under(const char* function, const M& m, const precision_policy* policy, const P& params,
              const BatchRef<T>& x, const Eigen::DenseBase<DY>& Y, const Loss& loss,
-             const random::Key* key, P* grads, Matrix<T>* input_grad, Workspace<T>& ws, T sgd_lr,
-             bool* fused) {
+             const random::Key* key, P* grads, Matrix<T>* input_grad, Workspace<T>& ws,
+             fused_sgd<T, P>* sgd) {
   const Index batch = x.cols();
   const Index out = check_model(function, m, params, x.rows());
   return with_targets<T>(function, Y, batch, [&](const auto& targets) -> T {
@@ -203,18 +201,17 @@ T pass_under(const char* function, const M& m, const precision_policy* policy, c
     const View<const T> xv{x.data(), x.rows(), batch, x.outerStride()};
     // The fused SGD step needs no stored gradients; a model it cannot run takes the way below,
     // which writes grads for the caller's optimizer step.
-    const bool sgd = sgd_lr >= T(0);
-    if (sgd && batch != 0 && !input_grad &&
-        plan_chain<T>(m, params, static_cast<P*>(nullptr), ws, key != nullptr)) {
-      if (fused) *fused = true;
-      return E::template run<E::mode::sgd>(function,
-                                           chain_net<T>{ws.chain_.data(), ws.chain_.size()}, xv,
-                                           targets, loss, View<T>{}, ws, sgd_lr);
+    if (sgd && sgd->lr >= T(0) && batch != 0 && !input_grad &&
+        plan_chain<T>(m, std::as_const(*sgd->params), sgd->params, ws, key != nullptr)) {
+      sgd->fused = true;
+      return E::template run<E::mode::sgd>(
+          function, chain_net<T>{memory_of(ws).chain.data(), memory_of(ws).chain.size()}, xv,
+          targets, loss, View<T>{}, ws, sgd->lr);
     }
     if (grads) prepare_grads_like(*grads, params);
     if (batch == 0) return std::numeric_limits<T>::quiet_NaN();
     if (!sgd && !input_grad && plan_chain<T>(m, params, grads, ws, key != nullptr)) {
-      const chain_net<T> net{ws.chain_.data(), ws.chain_.size()};
+      const chain_net<T> net{memory_of(ws).chain.data(), memory_of(ws).chain.size()};
       if (grads)
         return E::template run<E::mode::train>(function, net, xv, targets, loss, View<T>{}, ws);
       return E::template run<E::mode::loss>(function, net, xv, targets, loss, View<T>{}, ws);
@@ -222,14 +219,15 @@ T pass_under(const char* function, const M& m, const precision_policy* policy, c
     // Layer by layer: [x, when strided][y][dy][the model's saved memory].
     const Index in = x.rows();
     const Index saved = saved_size(m, in, batch);
-    ws.reserve_buffer(aligned(x.size()) + 2 * aligned(out * batch) + saved);
+    memory_of(ws).reserve_buffer(aligned(x.size()) + 2 * aligned(out * batch) + saved);
     Index used = 0;
     const ConstMatrixMap<T> xm = contiguous<T>(x, ws, used);
-    MatrixMap<T> y(ws.buffer_.data() + used, out, batch);
+    MatrixMap<T> y(memory_of(ws).buffer.data() + used, out, batch);
     used += aligned(out * batch);
-    MatrixMap<T> dy(ws.buffer_.data() + used, out, batch);
+    MatrixMap<T> dy(memory_of(ws).buffer.data() + used, out, batch);
     used += aligned(out * batch);
-    const std::span<T> saved_span(ws.buffer_.data() + used, static_cast<std::size_t>(saved));
+    const std::span<T> saved_span(memory_of(ws).buffer.data() + used,
+                                  static_cast<std::size_t>(saved));
     const bool training = grads != nullptr || input_grad != nullptr;
     P* g = grads;
     P scratch_grads;
@@ -243,7 +241,7 @@ T pass_under(const char* function, const M& m, const precision_policy* policy, c
     T total = 0;
     const bool round_output = policy && policy->output == dtype::bfloat16;
     on_pass_team<T, M>(
-        layer_context{training || key != nullptr, key, &ws, 0, 1, nullptr, policy}, ws,
+        layer_context{training || key != nullptr, key, &memory_of(ws), 0, 1, nullptr, policy}, ws,
         [&](const layer_context& ctx) {
           forward_layer<T>(m, params, xm, y, saved_span, ctx);
           if (ctx.thread == 0) {  // the loss, per example in order (a few outputs each)
@@ -267,15 +265,14 @@ T pass_under(const char* function, const M& m, const precision_policy* policy, c
 template <class T, class M, class P, class DY, class Loss>
 T pass(const char* function, const M& m, const P& params, const BatchRef<T>& x,
        const Eigen::DenseBase<DY>& Y, const Loss& loss, const random::Key* key, P* grads,
-       Matrix<T>* input_grad, Workspace<T>& ws, T sgd_lr = T(-1), bool* fused = nullptr) {
+       Matrix<T>* input_grad, Workspace<T>& ws, fused_sgd<T, P>* sgd = nullptr) {
   if constexpr (is_with_policy<M>) {
     check_model(function, m, params, x.rows());  // the policy against the parameters
     const policy_scope<T> scope(ws, &m.policy);
     return pass_under<T>(function, m.model, &m.policy, params, x, Y, loss, key, grads, input_grad,
-                         ws, sgd_lr, fused);
+                         ws, sgd);
   } else {
-    return pass_under<T>(function, m, nullptr, params, x, Y, loss, key, grads, input_grad, ws,
-                         sgd_lr, fused);
+    return pass_under<T>(function, m, nullptr, params, x, Y, loss, key, grads, input_grad, ws, sgd);
   }
 }
 
@@ -288,18 +285,18 @@ void apply_under(const char* function, const M& m, const precision_policy* polic
   if (batch == 0) return;
   using E = engine<T>;
   if (plan_chain<T>(m, params, static_cast<P*>(nullptr), ws, key != nullptr)) {
-    const chain_net<T> net{ws.chain_.data(), ws.chain_.size()};
+    const chain_net<T> net{memory_of(ws).chain.data(), memory_of(ws).chain.size()};
     if (batch == 1) {
       // One example: the walk-through's loop (matrix-vector products, no team), the same sums
       // in the same order (z = w a, then + b), but in the workspace's memory and straight into
       // `out` rather than in new vectors for every layer. Under bf16 compute each product
       // multiplies its input rounded to bfloat16 by the weights rounded as they are read
       // (detail/gemv_bf16.hpp), into the bias.
-      const bool bf16 = std::is_same_v<T, float> && ws.products_ == Precision::bf16;
+      const bool bf16 = std::is_same_v<T, float> && memory_of(ws).products == Precision::bf16;
       Index widest = x.rows();
       for (std::size_t l = 0; l < net.size(); ++l) widest = std::max(widest, net.layer(l).w.rows());
-      ws.reserve_buffer(2 * aligned(widest));
-      T* const act = ws.buffer_.data();
+      memory_of(ws).reserve_buffer(2 * aligned(widest));
+      T* const act = memory_of(ws).buffer.data();
       T* const pre = act + aligned(widest);
       const T* a = x.data();
       Index n = x.rows();
@@ -340,12 +337,13 @@ void apply_under(const char* function, const M& m, const precision_policy* polic
     return;
   }
   const Index saved = saved_size(m, x.rows(), batch);
-  ws.reserve_buffer(aligned(x.size()) + saved);
+  memory_of(ws).reserve_buffer(aligned(x.size()) + saved);
   Index used = 0;
   const ConstMatrixMap<T> xm = contiguous<T>(x, ws, used);
-  const std::span<T> saved_span(ws.buffer_.data() + used, static_cast<std::size_t>(saved));
+  const std::span<T> saved_span(memory_of(ws).buffer.data() + used,
+                                static_cast<std::size_t>(saved));
   on_pass_team<T, M>(
-      layer_context{key != nullptr, key, &ws, 0, 1, nullptr, policy}, ws,
+      layer_context{key != nullptr, key, &memory_of(ws), 0, 1, nullptr, policy}, ws,
       [&](const layer_context& ctx) { forward_layer<T>(m, params, xm, out, saved_span, ctx); });
 }
 
@@ -550,13 +548,12 @@ typename DX::Scalar train_step(const M& m, P& params, const Eigen::MatrixBase<DX
   // when the model is a chain; any other model gets its gradients from the same pass (the checks
   // run once), then the optimizer's step.
   constexpr bool plain_sgd = optim::is_plain_sgd_v<Opt, State>;
-  T lr = T(-1);             // no fused step
+  detail::fused_sgd<T, P> sgd{&params, T(0)};
   if constexpr (plain_sgd)  // the step's own checks of the count and of the learning rate
-    lr = static_cast<T>(optim::plain_sgd_learning_rate(opt, state));
-  bool fused = false;
+    sgd.lr = static_cast<T>(optim::plain_sgd_learning_rate(opt, state));
   const T value = detail::pass<T>("train_step", m, params, x, Y, loss_fn, key, &ws.grads, nullptr,
-                                  ws.ws, lr, &fused);
-  if (fused) {
+                                  ws.ws, plain_sgd ? &sgd : nullptr);
+  if (sgd.fused) {
     if constexpr (plain_sgd) optim::plain_sgd_advance(state);
     return value;
   }

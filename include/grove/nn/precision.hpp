@@ -125,13 +125,14 @@ template <class T>
 class policy_scope {
  public:
   policy_scope(Workspace<T>& ws, const precision_policy* policy)
-      : ws_(ws), products_(ws.products_), round_output_(ws.round_output_) {
-    ws.products_ = policy && policy->compute == dtype::bfloat16 ? Precision::bf16 : Precision::full;
-    ws.round_output_ = policy && policy->output == dtype::bfloat16;
+      : ws_(ws), products_(memory_of(ws).products), round_output_(memory_of(ws).round_output) {
+    memory_of(ws).products =
+        policy && policy->compute == dtype::bfloat16 ? Precision::bf16 : Precision::full;
+    memory_of(ws).round_output = policy && policy->output == dtype::bfloat16;
   }
   ~policy_scope() {
-    ws_.products_ = products_;
-    ws_.round_output_ = round_output_;
+    memory_of(ws_).products = products_;
+    memory_of(ws_).round_output = round_output_;
   }
   policy_scope(const policy_scope&) = delete;
   policy_scope& operator=(const policy_scope&) = delete;

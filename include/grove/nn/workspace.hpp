@@ -29,43 +29,14 @@
 #include "grove/nn/activations.hpp"
 #include "grove/nn/dense.hpp"
 #include "grove/nn/detail/gemm.hpp"
+#include "grove/nn/detail/pass_memory.hpp"
 
 namespace grove::nn {
 
 namespace detail {
 template <class T>
 struct engine;
-
-// One dense layer of a model's chain (see grove/nn/model.hpp) and the activation after it, as
-// the engine runs them: the activation's kernels behind function pointers, called once per
-// thread's slice of each column, so that the indirection costs nothing measurable.
-template <class T>
-struct chain_entry {
-  Dense<T>* layer = nullptr;
-  Dense<T>* grad = nullptr;
-  const void* act = nullptr;
-  void (*forward)(const void*, const T*, T*, Index) = nullptr;
-  void (*forward_train)(const void*, T*, T*, Index) = nullptr;
-};
-
-template <class A, class T>
-void act_forward(const void* act, const T* z, T* a, Index n) {
-  static_cast<const A*>(act)->forward(z, a, n);
-}
-template <class A, class T>
-void act_forward_train(const void* act, T* zd, T* a, Index n) {
-  static_cast<const A*>(act)->forward_train(zd, a, n);
-}
-
-// Where child i of a sequence (grove/nn/layers.hpp) keeps its output and its own memory within
-// the sequence's memory, for a batch of `batch` columns: [out_0][saved_0][out_1][saved_1]...
-// [saved_last][g0][g1], with g0 and g1 the gradients between the children (the widest output
-// each), used in turn.
-struct child_place {
-  Index in = 0, out = 0;
-  Index output_at = -1;  // -1 for the last child, which writes the sequence's output
-  Index saved_at = 0, saved = 0;
-};
+struct workspace_access;
 
 // A chain as the engine sees it.
 template <class T>
@@ -73,7 +44,7 @@ struct chain_net {
   const chain_entry<T>* entries;
   std::size_t count;
   std::size_t size() const { return count; }
-  Dense<T>& layer(std::size_t l) const { return *entries[l].layer; }
+  const Dense<T>& layer(std::size_t l) const { return *entries[l].layer; }
   Dense<T>& grad(std::size_t l) const { return *entries[l].grad; }
   void forward(std::size_t l, const T* z, T* a, Index n) const {
     entries[l].forward(entries[l].act, z, a, n);
@@ -99,11 +70,8 @@ class Workspace {
     std::size_t n = 0;
     for (const auto& z : z_) n += static_cast<std::size_t>(z.size());
     for (const auto& a : a_) n += static_cast<std::size_t>(a.size());
-    n += static_cast<std::size_t>(da_.size() + column_loss_.size() + bias_.size() + buffer_.size() +
-                                  predictions_.size());
-    n *= sizeof(T);
-    for (const auto& s : scratch_) n += s.bytes();
-    return n;
+    n += static_cast<std::size_t>(da_.size() + column_loss_.size() + bias_.size());
+    return n * sizeof(T) + pass_.bytes();
   }
 
   /// The largest batch the workspace holds without growing.
@@ -111,6 +79,7 @@ class Workspace {
 
  private:
   friend struct detail::engine<T>;
+  friend struct detail::workspace_access;
 
   // Grows to hold a network with these layer widths and `batch` columns; keeps larger buffers.
   void reserve(const std::vector<Index>& widths, Index batch, bool training) {
@@ -140,31 +109,27 @@ class Workspace {
   std::vector<Index> widths_;   // the layer widths the buffers were sized for
   std::vector<Index> current_;  // the widths of the current call
   Index capacity_ = 0;
-  std::vector<Vector<T>> z_;  // per layer: Z, then f'(Z), then dZ
-  std::vector<Vector<T>> a_;  // per hidden layer: f(Z) (training only; inference works in place)
-  Vector<T> da_;              // W^T dZ before the multiplication by f'
-  Vector<T> column_loss_;     // each example's loss
-  Vector<T> bias_;            // a bias gradient on its way into a fused update
-  std::vector<detail::GemmScratch<T>> scratch_;  // one per thread
-
- public:
-  // --- for grove/nn/model.hpp's passes (not for users) ---
-  std::vector<detail::chain_entry<T>> chain_;  // the model's dense chain, when it is one
-  Vector<T> buffer_;                           // the layers' outputs, gradients and saved values
-  Matrix<T> predictions_;                      // apply's output, for the losses' passes
-  // Per thread: the places of the children of the sequences being run, innermost last.
-  std::vector<std::vector<detail::child_place>> places_;
-  // The pass's precision policy, as the engine applies it: how the products treat their inputs,
-  // and whether the model's output is rounded to bfloat16. Set for one pass by
-  // detail::policy_scope (grove/nn/precision.hpp); a workspace outside a pass has the defaults.
-  detail::Precision products_ = detail::Precision::full;
-  bool round_output_ = false;
-  // Makes room for n elements of buffer_ and for `threads` GEMM scratches.
-  void reserve_buffer(Index n) { grow(buffer_, n); }
-  std::vector<detail::GemmScratch<T>>& scratch() { return scratch_; }
+  std::vector<Vector<T>> z_;     // per layer: Z, then f'(Z), then dZ
+  std::vector<Vector<T>> a_;     // per hidden layer: f(Z) (training only; inference works in place)
+  Vector<T> da_;                 // W^T dZ before the multiplication by f'
+  Vector<T> column_loss_;        // each example's loss
+  Vector<T> bias_;               // a bias gradient on its way into a fused update
+  detail::pass_memory<T> pass_;  // the chain, the layers' memory, the GEMM scratch, the precision
 };
 
 namespace detail {
+
+// How nn's passes (grove/nn/model.hpp, metrics.hpp, precision.hpp) reach a Workspace's memory.
+struct workspace_access {
+  template <class T>
+  static pass_memory<T>& memory(Workspace<T>& ws) {
+    return ws.pass_;
+  }
+};
+template <class T>
+pass_memory<T>& memory_of(Workspace<T>& ws) {
+  return workspace_access::memory(ws);
+}
 
 // What the loss pass compares the logits with: integer labels, or a (classes x batch) matrix of
 // targets (one-hot, or any probabilities).
@@ -210,7 +175,9 @@ void check_targets(const char* function, const dense_targets<T>& t, Index classe
 
 // A network as the engine sees it: a run of dense layers, each but the last followed by an
 // activation. uniform_net is a range of Dense layers with one activation for all of them (the
-// classic API); a model's chain (grove/nn/model.hpp) has one activation per layer.
+// classic API); a model's chain (grove/nn/model.hpp) has one activation per layer. layer(l) is
+// read; grad(l) is written: the gradients in train mode, and in sgd mode the layers themselves
+// (grads then points at the parameters, which the caller passed as mutable).
 template <class P, class Act, class G = std::remove_const_t<P>>
 struct uniform_net {
   P* params;
@@ -347,12 +314,13 @@ struct engine {
     if constexpr (M == mode::train) net.prepare_grads();
 
     const int nt = max_threads();
-    const Precision precision = ws.products_;
-    const bool round_output = ws.round_output_;
-    if (static_cast<int>(ws.scratch_.size()) < nt) ws.scratch_.resize(static_cast<std::size_t>(nt));
+    const Precision precision = ws.pass_.products;
+    const bool round_output = ws.pass_.round_output;
+    if (static_cast<int>(ws.pass_.scratch.size()) < nt)
+      ws.pass_.scratch.resize(static_cast<std::size_t>(nt));
     // Every product's slices, so that the team never allocates.
     for (int tid = 0; tid < nt; ++tid) {
-      auto& s = ws.scratch_[static_cast<std::size_t>(tid)];
+      auto& s = ws.pass_.scratch[static_cast<std::size_t>(tid)];
       for (std::size_t l = 0; l < L; ++l) {
         const Index out = width[l + 1], in = width[l];
         reserve_slice(s, out, batch, in, tid, nt, precision);
@@ -380,7 +348,7 @@ struct engine {
 
     const T scale = T(1) / static_cast<T>(batch);
     parallel(nt, [&](int tid, int team) {
-      GemmScratch<T>& scratch = ws.scratch_[static_cast<std::size_t>(tid)];
+      GemmScratch<T>& scratch = ws.pass_.scratch[static_cast<std::size_t>(tid)];
       // --- forward ---
       for (std::size_t l = 0; l < L; ++l) {
         const Index out = width[l + 1], in = width[l];
@@ -429,7 +397,7 @@ struct engine {
           } else if (l + 1 < L) {  // W_next -= lr dZ_next A^T, now that W_next's dA is done
             const Index n_out = width[l + 2];
             const View<const T> dz_next{ws.z_[l + 1].data(), n_out, batch, n_out};
-            auto& w = net.layer(l + 1).w;
+            auto& w = net.grad(l + 1).w;  // sgd mode: the layer itself
             const Slice s = slice_of(n_out, out, batch, tid, team);
             gemm_slice<false, true>(s, dz_next, a_of(l + 1),
                                     View<T>{w.data(), w.rows(), w.cols(), w.rows()}, -lr, scratch,
@@ -444,7 +412,7 @@ struct engine {
               db.setZero();
               for (Index j = 0; j < batch; ++j)
                 db += Eigen::Map<const Vector<T>>(dz.col(j) + r.begin, r.size());
-              if constexpr (M == mode::sgd) net.layer(l).b.segment(r.begin, r.size()) -= lr * db;
+              if constexpr (M == mode::sgd) net.grad(l).b.segment(r.begin, r.size()) -= lr * db;
             }
           }
           if (l > 0) {  // dZ_prev = (W^T dZ) * f'(Z_prev)
@@ -461,7 +429,7 @@ struct engine {
           }
           if constexpr (M == mode::sgd) {
             if (l == 0) {  // W_0 -= lr dZ_0 X^T (dZ_0 is complete, and nothing reads W_0 any more)
-              auto& w = net.layer(0).w;
+              auto& w = net.grad(0).w;
               const Slice s = slice_of(out, in, batch, tid, team);
               gemm_slice<false, true>(s, dz, x, View<T>{w.data(), w.rows(), w.cols(), w.rows()},
                                       -lr, scratch, Into::add, precision);

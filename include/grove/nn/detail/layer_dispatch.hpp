@@ -18,8 +18,8 @@
 #include "grove/nn/activations.hpp"
 #include "grove/nn/dense.hpp"
 #include "grove/nn/detail/gemm.hpp"
+#include "grove/nn/detail/pass_memory.hpp"
 #include "grove/nn/layer.hpp"
-#include "grove/nn/workspace.hpp"
 #include "grove/tree.hpp"
 
 namespace grove::nn::detail {
@@ -135,7 +135,7 @@ inline Precision products_of(const layer_context& ctx) noexcept {
 template <class T>
 GemmScratch<T>* gemm_scratch_of(const layer_context& ctx, int threads) {
   if (ctx.detail == nullptr) return nullptr;
-  auto& s = static_cast<Workspace<T>*>(ctx.detail)->scratch();
+  auto& s = static_cast<pass_memory<T>*>(ctx.detail)->scratch;
   // (In a team the pass has sized it before the team started: see model.hpp.)
   if (ctx.threads == 1 && static_cast<int>(s.size()) < threads)
     s.resize(static_cast<std::size_t>(threads));

@@ -90,7 +90,7 @@ class sequence_places {
  private:
   std::vector<child_place>* stack_of(const layer_context& ctx) {
     if (ctx.detail == nullptr) return &own_;
-    auto& all = static_cast<Workspace<T>*>(ctx.detail)->places_;
+    auto& all = static_cast<pass_memory<T>*>(ctx.detail)->places;
     // (In a team the pass has made one per thread before the team started: see model.hpp.)
     const auto t = static_cast<std::size_t>(ctx.thread);
     if (ctx.threads == 1 && all.size() <= t) all.resize(t + 1);

@@ -129,8 +129,8 @@ struct DenseLayer {
   bool collect_chain(const Dense<T>& p, Dense<T>* g, std::vector<detail::chain_entry<T>>& chain,
                      bool) const {
     detail::chain_entry<T> e;
-    e.layer = const_cast<Dense<T>*>(&p);  // the engine writes only through it in sgd mode
-    e.grad = g;
+    e.layer = &p;
+    e.grad = g;  // the gradients, or in the fused SGD step p itself (see chain_entry)
     chain.push_back(e);
     return true;
   }
