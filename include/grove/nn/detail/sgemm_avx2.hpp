@@ -25,8 +25,8 @@
 //
 // op(B) is read where it is, not packed, when it is not transposed (the broadcasts then come from
 // NR column streams, whose lines stay in the cache as a packed sliver's do) and when the product
-// has at most MR rows (so reads op(B) only once); packing it took 3-8% of the MLP's products,
-// and on the thin ones more than the product.
+// has at most MR rows (so reads op(B) only once): packing it was a visible part of the MLP's
+// products, and on the thin ones it cost more than the product.
 //
 // With Round (gemm<TA, TB, true>: nn::precision_policy's bf16 compute), the packing routines round
 // each element of op(A) and op(B) to bfloat16 as they copy it (grove/detail/bf16.hpp, the same
@@ -65,8 +65,7 @@ inline constexpr Index prefetch_row_steps = 16;
 
 /// The slab depth for a transposed op(B) read in place (a product of at most MR rows): each step
 /// of a sliver of columns is a line of op(B) that the next slivers read again, so a slab's lines
-/// take a quarter of L1d (the kernel's own blocking would send them to L3 between slivers: twice
-/// the time on the MLP's thin weight gradient).
+/// take a quarter of L1d (the kernel's own blocking would let them fall to L3 between slivers).
 inline Index thin_slab_depth(Index k) {
   static const Index rows = std::max<Index>(
       16, static_cast<Index>(grove::detail::this_cpu_caches().l1d) / 4 / 64 / 8 * 8);
@@ -238,10 +237,9 @@ enum class BLayout { packed, columns, rows };
 /// multiplied: narrower kernels serve the last, partial slivers of a product. op(B) is read as L
 /// says (ldb unused when packed); read in place, its columns beyond cols alias the last one (their
 /// sums are not stored).
-/// Reading op(B) in place saves packing it: for an untransposed op(B), 3-8% of the MLP's products
-/// (the broadcasts come from N column streams instead of one, and their lines stay in the cache
-/// as long as a packed sliver's do); for a product of at most MR rows, whose op(B) is read only
-/// once, the whole cost of packing it.
+/// Reading op(B) in place saves packing it: an untransposed op(B)'s broadcasts come from N column
+/// streams instead of one, and their lines stay in the cache as long as a packed sliver's do; a
+/// product of at most MR rows reads op(B) only once, so packing it could never pay.
 template <int V, int N, BLayout L = BLayout::packed>
 GROVE_NN_TARGET_AVX2 void micro_kernel(Index kc, const float* a, const float* b, Index ldb,
                                        float* c, Index ldc, float alpha, Index rows, Index cols,

@@ -148,7 +148,7 @@ GROVE_NN_TARGET_AVX512 inline void transpose16(__m512 r[16]) {
 /// column q at dst + q * W, rounded to bfloat16 when Round. Half the shuffles of transpose16 (which
 /// runs them all on one port): the first stage is done by the loads, each row's 4-float quarters
 /// inserted into the 128-bit lanes where they belong, and then 4 x 4 transposes within the lanes
-/// finish it (1.6 times as fast on the MLP's transposed weights).
+/// finish it (measured faster on the MLP's transposed weights).
 template <Index W, bool Round>
 GROVE_NN_TARGET_AVX512 void transpose_block(const float* src, Index ld, float* dst) {
 #pragma GCC unroll 4
@@ -274,7 +274,7 @@ GROVE_NN_TARGET_AVX512 inline void round_copy(const float* src, Index ld, Index 
 /// NR values a step, zero beyond cols: ldb unused) or, when InPlace, op(B) itself, not transposed:
 /// element (p, j) at b[p + j * ldb], whose columns beyond cols alias the last one (their sums are
 /// not stored).
-/// Reading op(B) in place saves packing it, which took 4-8% of the MLP's untransposed products:
+/// Reading op(B) in place saves packing it (a visible part of the MLP's untransposed products):
 /// the broadcasts come from N column streams instead of one, and their lines stay in the cache
 /// as long as a packed sliver's do.
 template <int N, bool InPlace = false>
