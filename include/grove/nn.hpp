@@ -12,6 +12,7 @@
 
 #include "grove/nn/activations.hpp"
 #include "grove/nn/backprop.hpp"
+#include "grove/nn/check_grads.hpp"
 #include "grove/nn/dense.hpp"
 #include "grove/nn/layer.hpp"
 #include "grove/nn/layers.hpp"
