@@ -12,6 +12,7 @@
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace par_test {
@@ -81,9 +82,11 @@ bool same_bits(const A& a, const B& b) {
         using X = std::remove_cvref_t<decltype(x)>;
         if constexpr (std::is_arithmetic_v<X>) {
           same = same && x == y;
-        } else {
+        } else if constexpr (requires { x.array(); }) {
           same = same && x.rows() == y.rows() && x.cols() == y.cols() &&
                  (x.array() == y.array()).all();
+        } else {  // a value leaf (a random::Key)
+          same = same && x == y;
         }
       },
       a, b);
@@ -99,6 +102,22 @@ Tree combine(const std::vector<Tree>& trees, F f) {
     grove::tree_for_each([&](auto& acc, const auto& x) { acc = f(acc, x); }, out, trees[r]);
   }
   return out;
+}
+
+// The single-process reference: `steps` steps of `opt` on the whole batch from p.params, with
+// value_and_grad and the optimizer's own step; the parameters after them and each step's loss.
+template <class Opt>
+std::pair<Net, std::vector<float>> single_process_steps(const Problem& p, const Opt& opt,
+                                                        int steps) {
+  Net single = p.params;
+  auto state = opt.init(single);
+  std::vector<float> losses;
+  for (int s = 0; s < steps; ++s) {
+    auto [loss, grads] = nn::value_and_grad(single, p.X, p.y);
+    opt.step(single, grads, state);
+    losses.push_back(loss);
+  }
+  return {single, losses};
 }
 
 // The largest relative difference, leaf by leaf (norms): |a - b| / |b|; infinity when a leaf

@@ -101,14 +101,7 @@ TEST_CASE("MPI: data-parallel training over processes × local devices", "[mpi][
     });
   };
   const auto first = run();
-  Net single = p.params;
-  auto state = opt.init(single);
-  std::vector<float> single_losses;
-  for (int s = 0; s < steps; ++s) {
-    auto [loss, grads] = nn::value_and_grad(single, p.X, p.y);
-    opt.step(single, grads, state);
-    single_losses.push_back(loss);
-  }
+  const auto [single, single_losses] = par_test::single_process_steps(p, opt, steps);
   for (const auto& [params, losses] : first) {
     CHECK(par_test::max_relative(params, single) < 1e-5);
     for (int s = 0; s < steps; ++s)

@@ -137,15 +137,7 @@ TEST_CASE("MPI: the data-parallel step equals the single step, and repeats bit f
   CHECK(par::in_sync(params, world));
 
   // The single-process steps on the whole batch.
-  Net single = p.params;
-  const auto opt = nn::adam(1e-2);
-  auto state = opt.init(single);
-  std::vector<float> single_losses;
-  for (int s = 0; s < steps; ++s) {
-    auto [loss, grads] = nn::value_and_grad(single, p.X, p.y);
-    opt.step(single, grads, state);
-    single_losses.push_back(loss);
-  }
+  const auto [single, single_losses] = par_test::single_process_steps(p, nn::adam(1e-2), steps);
   CHECK(par_test::max_relative(params, single) < 1e-5);
   for (int s = 0; s < steps; ++s)
     CHECK(

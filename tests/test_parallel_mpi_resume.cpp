@@ -17,6 +17,8 @@
 #include <system_error>
 #include <vector>
 
+#include "parallel_fixtures.hpp"
+
 namespace nn = grove::nn;
 namespace gr = grove::random;
 namespace par = grove::parallel;
@@ -60,23 +62,6 @@ void train_resumable(TrainState& s, grove::mpi::Communicator& world, int steps) 
   }
 }
 
-template <class A>
-bool same_state_bits(const A& a, const A& b) {
-  bool same = true;
-  grove::tree_for_each(
-      [&](const auto& x, const auto& y) {
-        using X = std::remove_cvref_t<decltype(x)>;
-        if constexpr (std::is_arithmetic_v<X>)
-          same = same && x == y;
-        else if constexpr (requires { x.array(); })
-          same = same && x.size() == y.size() && (x.array() == y.array()).all();
-        else
-          same = same && x == y;
-      },
-      a, b);
-  return same;
-}
-
 }  // namespace
 
 TEST_CASE("MPI: a run resumed from rank 0's checkpoint ends with the uninterrupted run's bits",
@@ -104,8 +89,8 @@ TEST_CASE("MPI: a run resumed from rank 0's checkpoint ends with the uninterrupt
   CHECK(resumed.epoch == 3);
   train_resumable(resumed, world, 3);
 
-  CHECK(same_state_bits(resumed.params, whole.params));
-  CHECK(same_state_bits(resumed.opt_state, whole.opt_state));
+  CHECK(par_test::same_bits(resumed.params, whole.params));
+  CHECK(par_test::same_bits(resumed.opt_state, whole.opt_state));
   CHECK(resumed.key == whole.key);
   CHECK(resumed.epoch == whole.epoch);
   CHECK(par::in_sync(resumed, world));
