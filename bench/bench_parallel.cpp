@@ -19,6 +19,13 @@
 //                                    median and the overhead (the median of the ratios of
 //                                    neighbouring calls); a line gives the minima too
 //   train/mpi                        the step across the ranks, each on its 512 examples
+//   overlap/mpi/batch:B              the step on a global batch of B (each rank on B / 2) with
+//                                    the gradients' reduction overlapping the backward pass and
+//                                    without, in turns in the same loop: each one's median and
+//                                    the median of the paired ratios, and (alone_ms) each
+//                                    rank's step on its half without communication, the ranks
+//                                    started together (compare with compute/batch:B/2, the
+//                                    one-rank step on half the batch, alone on the machine)
 //   message/mpi/floats:N             a bare MPI_Allreduce of N floats (1 to 4M), each call timed
 //                                    between barriers: the latency and bandwidth of the cost
 //                                    model in docs/parallel.md (median and minimum, in µs)
@@ -48,6 +55,7 @@
 #include <grove/parallel/train.hpp>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #if defined(_OPENMP)
@@ -317,6 +325,69 @@ void train_mpi(benchmark::State& state) {
   set_threads(1);
 }
 
+// The step with the gradients' reduction overlapping the backward pass (world.set_overlap(true))
+// and without, in turns in the same loop on two copies of the training state, each step started
+// at a barrier: each one's median step time and the median of the paired ratios.
+void overlap_mpi(benchmark::State& state) {
+  grove::mpi::Communicator world;
+  const int threads = threads_per_rank(world.local_size());
+  set_threads(threads);
+  const Problem& p = problem();
+  const Eigen::Index b = state.range(0);
+  const Eigen::MatrixXf X = p.X.leftCols(b);
+  const Eigen::VectorXi y = p.y.head(b);
+  const auto opt = nn::adam(1e-3);
+  struct Replica {
+    Net params;
+    decltype(opt.init(std::declval<Net&>())) state;
+    par::StepWorkspace<Net> ws;
+  };
+  Replica on{p.params, {}, {}}, off{p.params, {}, {}};
+  for (Replica* r : {&on, &off}) {
+    par::broadcast_inplace(r->params, world, 0);
+    r->state = opt.init(r->params);
+  }
+  auto step = [&](Replica& r, bool overlap) {
+    world.set_overlap(overlap);
+    world.barrier();
+    const auto t0 = Clock::now();
+    benchmark::DoNotOptimize(par::train_step(r.params, X, y, opt, r.state, world, r.ws));
+    return ms_since(t0);
+  };
+  // Each rank's step on its shard without grove::parallel, the ranks started together: what the
+  // step would take if the reduction cost nothing.
+  Replica alone{p.params, opt.init(p.params), {}};
+  const par::Shard mine = par::shard(b, world);
+  const Eigen::MatrixXf X_mine = X.middleCols(mine.begin, mine.size);
+  const Eigen::VectorXi y_mine = y.segment(mine.begin, mine.size);
+  auto step_alone = [&] {
+    world.barrier();
+    const auto t0 = Clock::now();
+    benchmark::DoNotOptimize(
+        nn::value_and_grad_into(alone.params, X_mine, y_mine, alone.ws.grads, alone.ws.ws));
+    opt.step(alone.params, alone.ws.grads, alone.state);
+    return ms_since(t0);
+  };
+  step(on, true), step(off, false), step_alone();  // warm-up
+  std::vector<double> on_ms, off_ms, alone_ms, ratio;
+  for (auto _ : state) {
+    for (int s = 0; s < kStepsPerRun; ++s) {
+      on_ms.push_back(step(on, true));
+      off_ms.push_back(step(off, false));
+      alone_ms.push_back(step_alone());
+      ratio.push_back(on_ms.back() / off_ms.back());
+    }
+    state.SetIterationTime((on_ms.back() + off_ms.back()) / 1e3);
+  }
+  state.counters["overlap_ms"] = median(on_ms);
+  state.counters["blocking_ms"] = median(off_ms);
+  state.counters["alone_ms"] = median(alone_ms);
+  state.counters["ratio"] = median(ratio);
+  state.counters["threads/rank"] = threads;
+  world.set_overlap(false);
+  set_threads(1);
+}
+
 // A bare MPI_Allreduce of N floats, each call between barriers; the median and minimum.
 void message_mpi(benchmark::State& state) {
   grove::mpi::Communicator world;
@@ -427,6 +498,13 @@ int main(int argc, char** argv) {
     // A fixed number of iterations: every rank must make the same calls.
     benchmark::RegisterBenchmark("allreduce/mpi", allreduce_mpi)
         ->Iterations(200)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark("overlap/mpi", overlap_mpi)
+        ->ArgName("batch")
+        ->Arg(128)
+        ->Arg(1024)
+        ->Iterations(10)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
     for (long n : {1L, 64L, 1024L, 16384L, 262144L, 669706L, 4194304L})

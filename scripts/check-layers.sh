@@ -14,7 +14,7 @@ layer_of() {
     grove/optim.hpp | grove/optim/*) echo optim ;;
     grove/io/*) echo io ;;
     grove/data.hpp | grove/data/*) echo data ;;
-    grove/parallel/train.hpp | grove/parallel/zero.hpp) echo joins ;;
+    grove/parallel/train.hpp | grove/parallel/zero.hpp | grove/parallel/detail/overlap.hpp) echo joins ;;
     grove/mpi.hpp | grove/parallel.hpp | grove/parallel/*) echo parallel ;;
     grove/nn.hpp | grove/nn/*) echo nn ;;
     grove/grove.hpp) echo umbrella ;;

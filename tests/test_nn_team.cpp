@@ -402,3 +402,76 @@ TEST_CASE("Initialising large weights follows the program's thread setting",
   Eigen::setNbThreads(before_eigen);
 }
 #endif
+
+// --- a listener to the gradients -------------------------------------------------------------
+
+namespace {
+
+// Records what a grad_listener hears: each leaf's memory, its values then, and the thread.
+struct heard final : nn::grad_listener<float> {
+  std::vector<const float*> data;
+  std::vector<std::vector<float>> values;
+  std::vector<std::thread::id> threads;
+  int progress_calls = 0;
+  void ready(std::span<float> g) noexcept override {
+    data.push_back(g.data());
+    values.emplace_back(g.begin(), g.end());
+    threads.push_back(std::this_thread::get_id());
+  }
+  void progress() noexcept override { ++progress_calls; }
+};
+
+}  // namespace
+
+TEST_CASE("a grad_listener hears of each gradient once final, the last layer's first",
+          "[nn][listener]") {
+  const Eigen::MatrixXf X = rnd::normal<float>(rnd::key(1), 5, 40);
+  const Eigen::VectorXi y = nn_test::random_labels(rnd::key(2), 40, 3);
+  for (const int threads : {1, 2}) {
+    INFO(threads << " threads");
+    const nn_test::ThreadCount scope(threads);
+    heard h;
+    nn::Workspace<float> ws;
+    CHECK(ws.set_grad_listener(&h) == nullptr);
+
+    SECTION("the walk-through's network") {
+      const auto params = nn::init_network_params<float>({5, 7, 6, 3}, rnd::key(0));
+      std::vector<nn::Dense<float>> grads;
+      nn::value_and_grad_into(params, X, y, grads, ws);
+      const std::vector<const float*> expected{grads[2].w.data(), grads[2].b.data(),
+                                               grads[1].w.data(), grads[1].b.data(),
+                                               grads[0].w.data(), grads[0].b.data()};
+      CHECK(h.data == expected);
+      // Final when heard: the values then are the ones the call returns.
+      for (std::size_t l = 0; l < 3; ++l) {
+        const auto& w = h.values[2 * (2 - l)];
+        const auto& b = h.values[2 * (2 - l) + 1];
+        CHECK(w == std::vector<float>(grads[l].w.data(), grads[l].w.data() + grads[l].w.size()));
+        CHECK(b == std::vector<float>(grads[l].b.data(), grads[l].b.data() + grads[l].b.size()));
+      }
+      for (const auto& id : h.threads) CHECK(id == std::this_thread::get_id());
+      CHECK(h.progress_calls == 2);  // after each product of an input gradient
+
+      // Set to none: nothing more heard.
+      CHECK(ws.set_grad_listener(nullptr) == &h);
+      nn::value_and_grad_into(params, X, y, grads, ws);
+      CHECK(h.data.size() == 6);
+    }
+    SECTION("a model on the fused engine; not the loss alone") {
+      const auto model = nn::sequential(nn::dense(5, 6), nn::relu, nn::dense(6, 3));
+      const auto params = nn::init<float>(model, rnd::key(0));
+      auto grads = params;
+      nn::value_and_grad_into(model, params, X, y, nn::softmax_cross_entropy, grads, ws);
+      CHECK(h.data.size() == 4);
+      nn::loss(model, params, X, y, nn::softmax_cross_entropy, ws);
+      CHECK(h.data.size() == 4);
+    }
+    SECTION("a model that runs layer by layer: nothing (its gradients are final on return)") {
+      const auto model = nn::sequential(nn::dense(5, 6), nn::layer_norm(6), nn::dense(6, 3));
+      const auto params = nn::init<float>(model, rnd::key(0));
+      auto grads = params;
+      nn::value_and_grad_into(model, params, X, y, nn::softmax_cross_entropy, grads, ws);
+      CHECK(h.data.empty());
+    }
+  }
+}

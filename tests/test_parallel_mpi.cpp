@@ -165,6 +165,59 @@ TEST_CASE("MPI: the data-parallel step equals the single step, and repeats bit f
   world.barrier();
 }
 
+namespace {
+
+// `steps` steps with the gradients' reduction overlapping the backward pass: every run starts as
+// soon as its layer ends (in-place size 0), in pieces of 64 floats. With `empty_rank`, that rank
+// takes no examples.
+std::pair<Net, std::vector<float>> train_shards(const Problem& p, grove::mpi::Communicator& world,
+                                                int steps, bool overlap, int empty_rank = -1) {
+  world.set_overlap(overlap);
+  world.staging().set_inplace_bytes(0);
+  world.staging().set_bucket_bytes(256);
+  Net params = p.params;
+  const auto opt = nn::adam(1e-2);
+  auto state = opt.init(params);
+  par::StepWorkspace<Net> ws;
+  const Eigen::Index n = world.rank() == empty_rank ? 0 : p.X.cols();
+  std::vector<float> losses;
+  for (int s = 0; s < steps; ++s)
+    losses.push_back(
+        par::train_step_on_shard(params, p.X.leftCols(n), p.y.head(n), opt, state, world, ws));
+  world.set_overlap(false);
+  return {params, losses};
+}
+
+}  // namespace
+
+TEST_CASE("MPI: the reduction overlapping the backward pass gives the blocking reduction's sums",
+          "[mpi][train][overlap]") {
+  grove::mpi::Communicator world;
+  CHECK_FALSE(world.overlap());  // off unless set
+  const Problem p = problem(64);
+  const int steps = 3;
+  for (const int empty_rank : {-1, 1}) {
+    INFO("the rank without examples: " << empty_rank);
+    const auto [blocking, blocking_losses] = train_shards(p, world, steps, false, empty_rank);
+    const auto [overlapped, losses] = train_shards(p, world, steps, true, empty_rank);
+    CHECK(par::in_sync(overlapped, world));
+    if (world.size() == 2) {  // x0 + x1 either way
+      CHECK(par_test::same_bits(overlapped, blocking));
+      CHECK(losses == blocking_losses);
+    } else {
+      CHECK(par_test::max_relative(overlapped, blocking) < 1e-5);
+    }
+    const auto [again, again_losses] = train_shards(p, world, steps, true, empty_rank);
+    CHECK(par_test::same_bits(again, overlapped));
+    CHECK(again_losses == losses);
+  }
+  // Each rank on the whole batch, as a single process on the whole batch.
+  const auto [overlapped, losses] = train_shards(p, world, steps, true);
+  const auto [single, single_losses] = par_test::single_process_steps(p, nn::adam(1e-2), steps);
+  CHECK(par_test::max_relative(overlapped, single) < 1e-5);
+  CHECK(losses.back() == Approx(single_losses.back()).epsilon(1e-5));
+}
+
 // --- mismatched trees across ranks
 // ----------------------------------------------------------------
 
@@ -649,3 +702,19 @@ TEST_CASE("MPI: all_gather with different axes, ppermute with different perms: t
 }
 
 }  // namespace mpi_collectives
+
+TEST_CASE("MPI: ranks that differ in overlapping the reduction: the same error on every rank",
+          "[mpi][mismatch][overlap]") {
+  grove::mpi::Communicator world;
+  world.set_overlap(world.rank() == 0);
+  const Problem p = problem(16);
+  Net params = p.params;
+  const auto opt = nn::sgd(0.1);
+  auto state = opt.init(params);
+  par::StepWorkspace<Net> ws;
+  const std::string m =
+      error_on_every_rank(world, [&] { par::train_step(params, p.X, p.y, opt, state, world, ws); });
+  CHECK_THAT(m, Catch::Matchers::Contains("the devices disagree") &&
+                    Catch::Matchers::Contains("overlapping the backward pass"));
+  CHECK(par_test::same_bits(params, p.params));  // nothing moved, nothing stepped
+}

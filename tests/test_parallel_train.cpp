@@ -5,13 +5,18 @@
 // and the test checks it on the main thread.)
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <grove/data/batches.hpp>
+#include <grove/detail/threads.hpp>
 #include <grove/nn.hpp>
 #include <grove/optim.hpp>
 #include <grove/parallel.hpp>
 #include <grove/parallel/train.hpp>
 #include <limits>
 #include <span>
+#include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "parallel_fixtures.hpp"
@@ -430,6 +435,189 @@ TEST_CASE("data-parallel training under the bf16 policy follows the single step 
   SECTION("adam") {
     check(nn::adam(1e-2), 1e-1);
   }
+}
+
+namespace {
+
+// A local device that can start sums, as grove::mpi::Communicator can: each sum runs at once (a
+// LocalDevice's blocking sum; every device starts the same sums in the same order), and the
+// device records its length and whether it started inside a pass's thread team, that is, while
+// the backward pass was still running.
+struct starting_device {
+  par::LocalDevice& d;
+  std::vector<std::pair<std::size_t, bool>>* starts;
+  bool overlapping = true;
+  int rank() const { return d.rank(); }
+  int size() const { return d.size(); }
+  template <par::reducible T>
+  void allreduce_sum(std::span<T> buf) {
+    d.allreduce_sum(buf);
+  }
+  void allreduce_max(std::span<std::uint64_t> buf) { d.allreduce_max(buf); }
+  void broadcast(std::span<std::byte> buf, int root) { d.broadcast(buf, root); }
+  par::Staging& staging() { return d.staging(); }
+  template <par::reducible T>
+  void iallreduce_sum(std::span<T> buf) {
+    starts->emplace_back(buf.size(), grove::detail::Team::current() != nullptr);
+    d.allreduce_sum(buf);
+  }
+  void progress() {}
+  void wait_all() {}
+  bool overlap() const { return overlapping; }
+};
+
+struct overlap_run {
+  Net params;
+  std::vector<float> losses;
+  std::vector<std::pair<std::size_t, bool>> starts;  // the last step's
+};
+
+// `steps` data-parallel steps on 2 devices of 2 threads, through starting_device; device 1 takes
+// no examples when `empty_shard`.
+std::vector<overlap_run> overlap_steps(const Problem& p, bool overlapping, std::size_t inplace,
+                                       std::size_t bucket, bool empty_shard = false) {
+  const auto opt = nn::adam(1e-2);
+  par::LocalDevices devices(2, 2);
+  return devices.run([&](par::LocalDevice& d) {
+    overlap_run out;
+    starting_device group{d, &out.starts, overlapping};
+    d.staging().set_inplace_bytes(inplace);
+    d.staging().set_bucket_bytes(bucket);
+    out.params = p.params;
+    auto state = opt.init(out.params);
+    par::StepWorkspace<Net> ws;
+    const Eigen::Index n = empty_shard && d.rank() == 1 ? 0 : p.X.cols();
+    for (int s = 0; s < 3; ++s) {
+      out.starts.clear();
+      out.losses.push_back(par::train_step_on_shard(out.params, p.X.leftCols(n), p.y.head(n), opt,
+                                                    state, group, ws));
+    }
+    return out;
+  });
+}
+
+}  // namespace
+
+TEST_CASE("the reduction overlapping the backward pass: the blocking sums, started as layers end",
+          "[parallel][train][overlap]") {
+  const Problem p = problem(48);  // a [20, 32, 32, 7] network
+  using sizes = std::vector<std::size_t>;
+  auto lengths = [](const overlap_run& r) {
+    sizes out;
+    for (const auto& [n, in_pass] : r.starts) out.push_back(n);
+    return out;
+  };
+  auto all_in_pass = [](const overlap_run& r, bool in_pass) {
+    for (const auto& s : r.starts)
+      if (s.second != in_pass) return false;
+    return true;
+  };
+  const auto blocking = overlap_steps(p, false, 0, par::Staging::default_bucket_bytes);
+  CHECK(blocking[0].starts.empty());
+
+  SECTION("every run started in the pass, the last layer's first, the same bits") {
+    const auto overlapped = overlap_steps(p, true, 0, par::Staging::default_bucket_bytes);
+    for (const auto& r : overlapped) {
+      // The runs in reverse leaf order: b2, w2, b1, w1, b0, w0, each once its layer has ended.
+      CHECK(lengths(r) == sizes{7, 224, 32, 1024, 32, 640});
+      CHECK(all_in_pass(r, true));
+      CHECK(par_test::same_bits(r.params, blocking[0].params));
+      CHECK(r.losses == blocking[0].losses);
+    }
+  }
+  SECTION("runs in pieces of a bucket") {
+    const auto overlapped = overlap_steps(p, true, 0, 256);  // 64 floats
+    sizes expected{7, 64, 64, 64, 32, 32};
+    for (int i = 0; i < 16; ++i) expected.push_back(64);
+    expected.push_back(32);
+    for (int i = 0; i < 10; ++i) expected.push_back(64);
+    CHECK(lengths(overlapped[0]) == expected);
+    CHECK(all_in_pass(overlapped[0], true));
+    CHECK(par_test::same_bits(overlapped[1].params, blocking[0].params));
+  }
+  SECTION("short runs wait for the bucket at the end") {
+    // Runs of 1 KiB or more move early (w1, w0); the others go with the shard sizes and losses.
+    const auto overlapped = overlap_steps(p, true, 1024, par::Staging::default_bucket_bytes);
+    CHECK(lengths(overlapped[0]) == sizes{1024, 640});
+    CHECK(par_test::same_bits(overlapped[0].params, blocking[0].params));
+    // With the default in-place size (256 KiB) nothing of this network moves early.
+    const auto defaults = overlap_steps(p, true, par::Staging::default_inplace_bytes,
+                                        par::Staging::default_bucket_bytes);
+    CHECK(defaults[0].starts.empty());
+    CHECK(par_test::same_bits(defaults[0].params, blocking[0].params));
+  }
+  SECTION("a device with an empty shard starts the same sums after its (absent) pass") {
+    const auto empty = overlap_steps(p, false, 0, par::Staging::default_bucket_bytes, true);
+    const auto overlapped = overlap_steps(p, true, 0, par::Staging::default_bucket_bytes, true);
+    CHECK(lengths(overlapped[1]) == lengths(overlapped[0]));
+    CHECK(all_in_pass(overlapped[0], true));
+    CHECK(all_in_pass(overlapped[1], false));
+    for (const auto& r : overlapped) {
+      CHECK(par_test::same_bits(r.params, empty[0].params));
+      CHECK(r.losses == empty[0].losses);
+    }
+  }
+  SECTION("devices that differ in the setting: the same error on both, nothing moved") {
+    par::LocalDevices devices(2);
+    const auto messages = devices.run([&](par::LocalDevice& d) {
+      std::vector<std::pair<std::size_t, bool>> starts;
+      starting_device group{d, &starts, d.rank() == 0};
+      Net params = p.params;
+      const auto opt = nn::sgd(0.1);
+      auto state = opt.init(params);
+      par::StepWorkspace<Net> ws;
+      std::string message = "no error";
+      try {
+        par::train_step(params, p.X, p.y, opt, state, group, ws);
+      } catch (const grove::tree_error& e) {
+        message = e.what();
+      }
+      return std::pair{message, par_test::same_bits(params, p.params)};
+    });
+    for (const auto& [message, unchanged] : messages) {
+      CHECK_THAT(message, Catch::Matchers::Contains("the devices disagree") &&
+                              Catch::Matchers::Contains("overlapping the backward pass"));
+      CHECK(unchanged);
+    }
+  }
+}
+
+TEST_CASE("the overlapping reduction on a model that runs layer by layer: all at the end",
+          "[parallel][train][overlap][model]") {
+  const auto model = nn::sequential(
+      nn::dense(10, 8), nn::gelu, nn::residual(nn::sequential(nn::layer_norm(8), nn::dense(8, 8))),
+      nn::dense(8, 3));
+  const auto start = nn::init<float>(model, gr::key(0));
+  const Eigen::MatrixXf X = gr::normal<float>(gr::key(1), 10, 30);
+  const Eigen::MatrixXf Y = gr::normal<float>(gr::key(2), 3, 30);
+  const auto opt = nn::adam(1e-2);
+  auto run = [&](bool overlapping) {
+    par::LocalDevices devices(2);
+    return devices.run([&](par::LocalDevice& d) {
+      std::vector<std::pair<std::size_t, bool>> starts;
+      starting_device group{d, &starts, overlapping};
+      d.staging().set_inplace_bytes(0);
+      auto params = start;
+      auto st = opt.init(params);
+      par::StepWorkspace<decltype(params)> ws;
+      std::vector<float> losses;
+      for (int s = 0; s < 2; ++s)
+        losses.push_back(
+            par::train_step(model, params, X, Y, nn::mse, nullptr, opt, st, group, ws));
+      return std::tuple{params, losses, starts};
+    });
+  };
+  const auto blocking = run(false);
+  const auto overlapped = run(true);
+  const auto& [params, losses, starts] = overlapped[0];
+  CHECK(par_test::same_bits(params, std::get<0>(blocking[0])));
+  CHECK(losses == std::get<1>(blocking[0]));
+  // Every leaf's run, in each of the 2 steps, none inside a pass.
+  std::size_t leaves = 0;
+  grove::tree_for_each([&](const auto&) { ++leaves; }, start);
+  CHECK(leaves == 8);
+  CHECK(starts.size() == 2 * leaves);
+  for (const auto& s : starts) CHECK_FALSE(s.second);
 }
 
 TEST_CASE("SingleDevice: one device runs the data-parallel code as nn::train_step, bit for bit",

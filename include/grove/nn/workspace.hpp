@@ -9,10 +9,12 @@
 //   backward, per layer: dW = dZ A_prev^T   (one GEMM)
 //                        db = the row sums of dZ
 //                        dZ_prev = (W^T dZ) * D_prev   (one GEMM, then one pass)
-// with a barrier between layers. The first layer's input gradient is never computed. In sgd mode
-// the weight gradients are not stored: W -= lr dZ A_prev^T is the GEMM itself, run once W's own
-// input gradient is done. After the first call with a network and a batch size (or any smaller
-// batch), nothing is allocated.
+// with a barrier between layers. The first layer's input gradient is never computed. A
+// grad_listener set on the workspace (grove/nn/grad_listener.hpp) is told of each layer's dW and
+// db once the team has finished them (one more barrier per layer), before dZ_prev's product. In
+// sgd mode the weight gradients are not stored: W -= lr dZ A_prev^T is the GEMM itself, run once
+// W's own input gradient is done. After the first call with a network and a batch size (or any
+// smaller batch), nothing is allocated.
 #pragma once
 
 #include <Eigen/Core>
@@ -21,6 +23,7 @@
 #include <cstddef>
 #include <limits>
 #include <ranges>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -76,6 +79,14 @@ class Workspace {
 
   /// The largest batch the workspace holds without growing.
   Index capacity() const { return capacity_; }
+
+  /// Sets the listener that the training passes on this workspace tell of each gradient as it
+  /// becomes final (grove/nn/grad_listener.hpp), or none (nullptr); returns the one it replaces.
+  grad_listener<T>* set_grad_listener(grad_listener<T>* listener) {
+    grad_listener<T>* const previous = pass_.listener;
+    pass_.listener = listener;
+    return previous;
+  }
 
  private:
   friend struct detail::engine<T>;
@@ -315,6 +326,7 @@ struct engine {
 
     const int nt = max_threads();
     const Precision precision = ws.pass_.products;
+    grad_listener<T>* const listener = M == mode::train ? ws.pass_.listener : nullptr;
     const bool round_output = ws.pass_.round_output;
     if (static_cast<int>(ws.pass_.scratch.size()) < nt)
       ws.pass_.scratch.resize(static_cast<std::size_t>(nt));
@@ -415,6 +427,14 @@ struct engine {
               if constexpr (M == mode::sgd) net.grad(l).b.segment(r.begin, r.size()) -= lr * db;
             }
           }
+          if (listener) {  // layer l's gradients are final: the listener may start moving them
+            barrier(team);
+            if (tid == 0) {
+              auto& g = net.grad(l);
+              listener->ready(std::span<T>(g.w.data(), static_cast<std::size_t>(g.w.size())));
+              listener->ready(std::span<T>(g.b.data(), static_cast<std::size_t>(g.b.size())));
+            }
+          }
           if (l > 0) {  // dZ_prev = (W^T dZ) * f'(Z_prev)
             const View<T> da{ws.da_.data(), in, batch, in};
             const Slice s = slice_of(in, batch, out, tid, team);
@@ -427,6 +447,7 @@ struct engine {
                                                                          s.rows.size());
             }
           }
+          if (listener && l > 0 && tid == 0) listener->progress();
           if constexpr (M == mode::sgd) {
             if (l == 0) {  // W_0 -= lr dZ_0 X^T (dZ_0 is complete, and nothing reads W_0 any more)
               auto& w = net.grad(0).w;

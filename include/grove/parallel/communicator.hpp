@@ -48,6 +48,11 @@ concept reducible = std::is_arithmetic_v<T> && !std::is_same_v<T, bool>;
 ///                                          device source, both of the same length on every
 ///                                          device; -1 for no dest or no source (ppermute;
 ///                                          MPI_Sendrecv).
+///
+/// A group that can start a sum and finish it later (grove::mpi::Communicator) also has
+/// `c.iallreduce_sum(std::span<T> buf)` (starts it), `c.progress()`, `c.wait_all()` (every started
+/// sum complete) and `c.overlap()`: when that is true, parallel::train_step starts the weight
+/// matrices' sums while the backward pass goes on (grove/parallel/detail/overlap.hpp).
 template <class C>
 concept device_group = requires(C& c, const C& cc, std::span<float> f, std::span<double> d,
                                 std::span<std::uint64_t> u, std::span<std::byte> b, int root) {

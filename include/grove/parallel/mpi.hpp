@@ -202,6 +202,58 @@ class Communicator {
     });
   }
 
+  /// Starts, in place, buf = the sum over ranks of buf (MPI_Iallreduce, MPI_IN_PLACE, MPI_SUM),
+  /// as allreduce_sum computes it; the sum is there once wait_all() returns, and buf must be left
+  /// alone until then. Every rank must start the same sums in the same order, among its other
+  /// collectives. parallel::train_step starts the gradients' sums this way while the backward
+  /// pass goes on (see overlap()).
+  template <parallel::reducible T>
+  void iallreduce_sum(std::span<T> buf) {
+    using Sum = std::conditional_t<std::is_integral_v<T> && std::is_signed_v<T>,
+                                   std::make_unsigned<T>, std::type_identity<T>>;
+    detail::in_pieces(buf.data(), buf.size(), [&](T* p, int n) {
+      MPI_Request request = MPI_REQUEST_NULL;
+      detail::check(MPI_Iallreduce(MPI_IN_PLACE, p, n, detail::datatype<typename Sum::type>(),
+                                   MPI_SUM, comm_, &request),
+                    "MPI_Iallreduce");
+      requests_.push_back(request);
+    });
+  }
+
+  /// Lets the sums that iallreduce_sum started go on (MPI_Testall): MPI moves a non-blocking
+  /// collective's messages inside MPI's calls, so a rank that computes meanwhile calls this
+  /// between pieces of its work.
+  void progress() {
+    if (requests_.empty()) return;
+    int done = 0;
+    detail::check(MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done,
+                              MPI_STATUSES_IGNORE),
+                  "MPI_Testall");
+    if (done) requests_.clear();
+  }
+
+  /// Waits until every sum that iallreduce_sum started is complete (MPI_Waitall).
+  void wait_all() {
+    if (requests_.empty()) return;
+    const int rc =
+        MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+    requests_.clear();
+    detail::check(rc, "MPI_Waitall");
+  }
+
+  /// Whether parallel::train_step starts summing the gradients while the backward pass goes on:
+  /// each weight matrix (each leaf of at least staging().inplace_bytes()) is started with
+  /// iallreduce_sum as soon as the pass has finished it, and the pass lets MPI move it between its
+  /// products; the rest is summed at the end (docs/parallel.md: "The reduction overlapping the
+  /// backward pass"). Off by default: MPI moves a non-blocking collective only inside its calls,
+  /// so the overlap is what the pass's few calls let through, and Open MPI's default algorithm for
+  /// MPI_Iallreduce on fewer than 4 ranks takes about twice the time of MPI_Allreduce's (its
+  /// coll_libnbc_iallreduce_algorithm parameter chooses another). On 2 ranks each element's sum is
+  /// x0 + x1 either way, the same bits; on more, MPI may order a sum otherwise (the same on every
+  /// rerun). Every rank must use the same setting (train_step checks it).
+  bool overlap() const { return overlap_; }
+  void set_overlap(bool on) { overlap_ = on; }
+
   /// In place: the elementwise maximum over ranks.
   void allreduce_max(std::span<std::uint64_t> buf) {
     detail::in_pieces(buf.data(), buf.size(), [&](std::uint64_t* p, int n) {
@@ -330,6 +382,8 @@ class Communicator {
   int rank_ = 0;
   int size_ = 1;
   parallel::Staging staging_;
+  std::vector<MPI_Request> requests_;  // the sums iallreduce_sum started, until wait_all()
+  bool overlap_ = false;
 };
 
 }  // namespace grove::mpi

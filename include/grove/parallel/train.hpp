@@ -14,7 +14,8 @@
 // columns), value_and_grad on it, average the gradients over the devices with one allreduce
 // (weighted by the shards' sizes, so that it is exactly pmean when they are equal), then apply the
 // same optimizer update everywhere. The result equals a single-process step on the whole batch to
-// rounding, and repeats bit for bit from run to run.
+// rounding, and repeats bit for bit from run to run. Over MPI with world.set_overlap(true), the
+// weight matrices' sums start while the backward pass goes on (detail/overlap.hpp): the same sums.
 #pragma once
 
 #include <Eigen/Core>
@@ -30,6 +31,7 @@
 #include "grove/optim/wrappers.hpp"
 #include "grove/parallel/collectives.hpp"
 #include "grove/parallel/communicator.hpp"
+#include "grove/parallel/detail/overlap.hpp"
 #include "grove/parallel/zero.hpp"
 
 namespace grove::parallel {
@@ -133,6 +135,19 @@ T accumulate_and_step(C& comm, Staging& staging, P& params, Grads& grads, Eigen:
   return loss;
 }
 
+// What a step does with the sums of its header {n, n * loss} over the devices: checks that some
+// device had examples, keeps the mean loss over all of them in total_loss, and returns the
+// batch's size, by which the summed gradients are divided.
+template <class T>
+auto batch_divisor(T& total_loss) {
+  return [&total_loss](std::span<const T> sums) {
+    if (!(sums[0] > T(0)))
+      throw argument_error("grove::parallel::train_step: every device's shard is empty");
+    total_loss = sums[1] / sums[0];
+    return sums[0];
+  };
+}
+
 // The devices' part of a step, after this device's value_and_grad on its n examples (grads in
 // ws.grads, `value` their mean loss): check that every device has the same structure, sum the
 // size-weighted gradients, sizes and losses in one allreduce, divide by the total number of
@@ -152,17 +167,49 @@ T reduce_and_step(C& comm, P& params, Grads& grads, Eigen::Index n, T value, con
     } else {
       T header[2] = {static_cast<T>(n), value * static_cast<T>(n)};
       T total_loss = T(0);
-      reduce_leaves<T>(
-          comm, staging, grads, static_cast<T>(n), std::span<T>(header),
-          [&](std::span<const T> sums) {
-            if (!(sums[0] > T(0)))
-              throw argument_error("grove::parallel::train_step: every device's shard is empty");
-            total_loss = sums[1] / sums[0];
-            return sums[0];
-          });
+      reduce_leaves<T>(comm, staging, grads, static_cast<T>(n), std::span<T>(header),
+                       batch_divisor(total_loss));
       opt.step(params, grads, state);
       return total_loss;
     }
+  });
+}
+
+// Whether train_step can overlap the gradients' reduction with the backward pass (when the group
+// is set to: its overlap()): on a group that can start sums and finish them later
+// (grove::mpi::Communicator), for an optimizer that takes the summed gradients at every step
+// (multi_steps sums once per accumulation, ZeRO reduce-scatters).
+template <class T, class Opt, class C>
+inline constexpr bool can_overlap =
+    overlapping_group<C, T> && !is_multi_steps<Opt> && !is_zero_redundancy<Opt>;
+
+// reduce_and_step's plain step with the reduction overlapping the backward pass
+// (grove/parallel/detail/overlap.hpp): the devices agree first (the pass then starts sums), then
+// `pass()` (this device's value_and_grad into grads through ws, which the reduction listens to;
+// not called for an empty shard), the rest of the reduction, opt.step. The same sums as
+// reduce_and_step's.
+template <class T, class P, class Opt, class State, overlapping_group<T> C, class Grads, class Pass>
+T overlapped_step(C& comm, P& params, Grads& grads, nn::Workspace<T>& ws, Eigen::Index n,
+                  Pass&& pass, const Opt& opt, State& state) {
+  return with_staging(comm, [&](Staging& staging) {
+    agree(comm, "train_step", op::train_step, 0, moves_of(staging), std::as_const(params),
+          bytes_of(params), "train_step (the reduction overlapping the backward pass)");
+    nn::shape_like(grads, params);  // the pass keeps these buffers: the reduction points at them
+    overlapped_reduction<T, C> reduction(comm, staging, grads, static_cast<T>(n));
+    T value = T(0);
+    if (n > 0) {
+      struct listening {
+        nn::Workspace<T>& ws;
+        nn::grad_listener<T>* previous;
+        ~listening() { ws.set_grad_listener(previous); }
+      } scope{ws, ws.set_grad_listener(&reduction)};
+      value = pass();
+    }
+    T header[2] = {static_cast<T>(n), value * static_cast<T>(n)};
+    T total_loss = T(0);
+    reduction.finish(staging, grads, std::span<T>(header), batch_divisor(total_loss));
+    opt.step(params, grads, state);
+    return total_loss;
   });
 }
 
@@ -195,6 +242,11 @@ nn::network_scalar_t<P> train_step_on_shard(P& params, const Eigen::MatrixBase<D
     opt.step(params, ws.grads, state);
     return loss;
   }
+  if constexpr (detail::can_overlap<T, Opt, C>)
+    if (comm.overlap())
+      return detail::overlapped_step<T>(
+          comm, params, ws.grads, ws.ws, n,
+          [&] { return nn::value_and_grad_into(params, X, Y, ws.grads, ws.ws, act); }, opt, state);
   T loss = T(0);
   if (n > 0) {
     loss = nn::value_and_grad_into(params, X, Y, ws.grads, ws.ws, act);
@@ -267,6 +319,16 @@ typename DX::Scalar train_step_on_shard(const M& model, P& params, const Eigen::
   }
   random::Key device_key;
   if (key) device_key = random::fold_in(*key, static_cast<std::uint32_t>(comm.rank()));
+  if constexpr (detail::can_overlap<T, Opt, C>)
+    if (comm.overlap())
+      return detail::overlapped_step<T>(
+          comm, params, ws.grads, ws.ws, n,
+          [&] {
+            return key ? nn::value_and_grad_into(model, params, X, Y, loss, device_key, ws.grads,
+                                                 ws.ws)
+                       : nn::value_and_grad_into(model, params, X, Y, loss, ws.grads, ws.ws);
+          },
+          opt, state);
   T value = T(0);
   if (n > 0) {
     value = key ? nn::value_and_grad_into(model, params, X, Y, loss, device_key, ws.grads, ws.ws)

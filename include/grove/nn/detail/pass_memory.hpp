@@ -12,6 +12,7 @@
 
 #include "grove/nn/dense.hpp"
 #include "grove/nn/detail/gemm.hpp"
+#include "grove/nn/grad_listener.hpp"
 
 namespace grove::nn::detail {
 
@@ -61,6 +62,8 @@ struct pass_memory {
   // detail::policy_scope (grove/nn/precision.hpp); outside a pass they have the defaults.
   Precision products = Precision::full;
   bool round_output = false;
+  // Told of each gradient as the engine's backward pass finishes it (Workspace::set_grad_listener).
+  grad_listener<T>* listener = nullptr;
 
   // Makes room for n elements of buffer (keeping a larger one).
   void reserve_buffer(Index n) {
