@@ -14,8 +14,10 @@
 # flags that still test what matters: the normal build at -O2 (the optimiser's code paths, as
 # Debian builds packages; the main job and the benchmarks build at -O3 in build dirs of their
 # own), the sanitizer build with line tables only (-g1: stack traces keep functions, files and
-# lines; local variables are not needed to read a sanitizer's report). Ninja records each unit's
-# compile time in build/*/.ninja_log (docs/CONVENTIONS.md lists the slowest).
+# lines; local variables are not needed to read a sanitizer's report). Both modes of the library
+# are tested: the normal build in the compiled mode (GROVE_COMPILED: grove::nn's products compiled
+# once, in grove::compiled, for every suite and example), the sanitizer build header-only. Ninja
+# records each unit's compile time in build/*/.ninja_log (docs/CONVENTIONS.md lists the slowest).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-all}
@@ -58,7 +60,8 @@ if [ "$mode" != sanitize ]; then
   echo "== grove: release build + tests"
   fresh_for_ninja build/release
   cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" \
-    -DGROVE_WERROR=ON -DGROVE_BUILD_BENCHMARKS=OFF -DGROVE_ORACLE_PYTHON="$oracle_python" >/dev/null
+    -DGROVE_WERROR=ON -DGROVE_BUILD_BENCHMARKS=OFF -DGROVE_COMPILED=ON \
+    -DGROVE_ORACLE_PYTHON="$oracle_python" >/dev/null
   cmake --build build/release -j "$jobs"
   if [ "$mode" = fast ]; then
     ctest --test-dir build/release --output-on-failure -j "$jobs" -LE 'build|oracle'

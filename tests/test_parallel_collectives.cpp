@@ -559,6 +559,79 @@ static_assert(par::device_group<Minimal>);
 static_assert(par::device_group<par::SingleDevice>);
 static_assert(par::device_group<par::LocalDevice>);
 
+// A LocalDevices device or a SingleDevice behind one type, with every primitive a device_group
+// may have, each forwarded to the wrapped group's own: the cases compile each check once for both
+// (a collective is instantiated per group type, and grove's collectives take both groups down the
+// same paths), and still run it on each group's primitives.
+class FullGroup {
+ public:
+  template <class G>
+  explicit FullGroup(G& g) : group_(&g), rank_(g.rank()), size_(g.size()), staging_(&g.staging()) {
+    fill<G>(primitives_);
+  }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  template <par::reducible T>
+  void allreduce_sum(std::span<T> buf) {
+    std::get<SumFn<T>>(primitives_.sum)(group_, buf);
+  }
+  template <par::reducible T>
+  void reduce_scatter_sum(std::span<const T> in, std::span<T> out) {
+    std::get<ScatterFn<T>>(primitives_.scatter)(group_, in, out);
+  }
+  void allreduce_max(std::span<std::uint64_t> buf) { primitives_.max(group_, buf); }
+  void broadcast(std::span<std::byte> buf, int root) { primitives_.broadcast(group_, buf, root); }
+  void allgather(std::span<std::byte> buf) { primitives_.allgather(group_, buf); }
+  void sendrecv(std::span<const std::byte> send, int dest, std::span<std::byte> recv, int source) {
+    primitives_.sendrecv(group_, send, dest, recv, source);
+  }
+  par::Staging& staging() { return *staging_; }
+
+ private:
+  template <class T>
+  using SumFn = void (*)(void*, std::span<T>);
+  template <class T>
+  using ScatterFn = void (*)(void*, std::span<const T>, std::span<T>);
+  template <class... Ts>
+  struct Table {
+    std::tuple<SumFn<Ts>...> sum;
+    std::tuple<ScatterFn<Ts>...> scatter;
+    void (*max)(void*, std::span<std::uint64_t>);
+    void (*broadcast)(void*, std::span<std::byte>, int);
+    void (*allgather)(void*, std::span<std::byte>);
+    void (*sendrecv)(void*, std::span<const std::byte>, int, std::span<std::byte>, int);
+  };
+  // Every arithmetic type but bool: what `reducible` admits.
+  using Primitives = Table<char, signed char, unsigned char, wchar_t, char8_t, char16_t, char32_t,
+                           short, unsigned short, int, unsigned, long, unsigned long, long long,
+                           unsigned long long, float, double, long double>;
+
+  template <class G, class... Ts>
+  static void fill(Table<Ts...>& t) {
+    ((std::get<SumFn<Ts>>(t.sum) =
+          [](void* g, std::span<Ts> buf) { static_cast<G*>(g)->allreduce_sum(buf); }),
+     ...);
+    ((std::get<ScatterFn<Ts>>(t.scatter) =
+          [](void* g, std::span<const Ts> in, std::span<Ts> out) {
+            static_cast<G*>(g)->reduce_scatter_sum(in, out);
+          }),
+     ...);
+    t.max = [](void* g, std::span<std::uint64_t> buf) { static_cast<G*>(g)->allreduce_max(buf); };
+    t.broadcast = [](void* g, std::span<std::byte> buf, int root) {
+      static_cast<G*>(g)->broadcast(buf, root);
+    };
+    t.allgather = [](void* g, std::span<std::byte> buf) { static_cast<G*>(g)->allgather(buf); };
+    t.sendrecv = [](void* g, std::span<const std::byte> send, int dest, std::span<std::byte> recv,
+                    int source) { static_cast<G*>(g)->sendrecv(send, dest, recv, source); };
+  }
+
+  void* group_;
+  int rank_, size_;
+  par::Staging* staging_;
+  Primitives primitives_{};
+};
+static_assert(par::device_group<FullGroup>);
+
 // Staging settings: how a group moves trees.
 struct Moves {
   std::size_t bucket = par::Staging::default_bucket_bytes;
@@ -607,12 +680,16 @@ Log run_on(Comm& comm, const Body& body, const std::vector<Moves>& moves) {
 enum class also { minimal, none };
 
 // Runs body(comm, log) on LocalDevices of 1 to 4 devices, on the minimal communicator over 1 to 4
-// devices (unless told not to) and on SingleDevice, and asserts what every device logged.
+// devices (unless told not to) and on SingleDevice, and asserts what every device logged. The
+// local devices and SingleDevice go through FullGroup: body is compiled for two group types.
 template <also Also = also::minimal, class Body>
 void on_every_group(const Body& body, const std::vector<Moves>& moves = {Moves{}}) {
   for (int n = 1; n <= 4; ++n) {
     par::LocalDevices devices(n);
-    report(devices.run([&](par::LocalDevice& d) { return run_on(d, body, moves); }),
+    report(devices.run([&](par::LocalDevice& d) {
+      FullGroup g(d);
+      return run_on(g, body, moves);
+    }),
            std::to_string(n) + " local devices");
     if constexpr (Also == also::minimal)
       report(devices.run([&](par::LocalDevice& d) {
@@ -622,7 +699,8 @@ void on_every_group(const Body& body, const std::vector<Moves>& moves = {Moves{}
              "a minimal communicator over " + std::to_string(n) + " local devices");
   }
   par::SingleDevice one;
-  report({run_on(one, body, moves)}, "SingleDevice");
+  FullGroup g(one);
+  report({run_on(g, body, moves)}, "SingleDevice");
 }
 
 // Every rank's tree: make(r) for r in [0, n).
@@ -685,7 +763,8 @@ std::vector<Outcome> outcomes(int n, F f, bool minimal = false) {
       Minimal m(d);
       o = outcome_of([&] { f(m); });
     } else {
-      o = outcome_of([&] { f(d); });
+      FullGroup g(d);
+      o = outcome_of([&] { f(g); });
     }
     double one = 1;
     par::psum_inplace(one, d);

@@ -1,7 +1,7 @@
 # grove consumed as a user would: through find_package against an installed copy, and through
 # add_subdirectory of the source tree (which must add no install rules to the parent), both for a
 # program that uses Eigen and checkpoints (grove::checkpoint) and for one that uses the tree core
-# alone on a machine without Eigen. Each test configures, builds and runs a tiny project.
+# alone on a machine without Eigen; and grove::compiled, installed and found. Each test configures, builds and runs a tiny project.
 set(_consumer_src ${CMAKE_CURRENT_SOURCE_DIR}/consumer)
 set(_consumer_bin ${CMAKE_CURRENT_BINARY_DIR}/consumer)
 add_test(NAME consumer_find_package
@@ -23,6 +23,14 @@ foreach(mode IN ITEMS find_package add_subdirectory)
   set_tests_properties(consumer_tree_only_${mode} PROPERTIES LABELS build
     PASS_REGULAR_EXPRESSION "consumer ok: PyTreeDef\\({'a': \\(\\*, \\[\\*, \\*\\]\\)}\\)")
 endforeach()
+# grove::compiled, installed and found: the consumer's own units compile no product.
+add_test(NAME consumer_compiled_find_package
+  COMMAND ${CMAKE_COMMAND}
+    -DGROVE_SOURCE_DIR=${PROJECT_SOURCE_DIR} -DWORK_DIR=${_consumer_bin}/compiled_find_package
+    -DCONSUMER_DIR=${_consumer_src} -DMODE=find_package -DCOMPILED=ON -DCXX=${CMAKE_CXX_COMPILER}
+    -P ${_consumer_src}/run_consumer.cmake)
+set_tests_properties(consumer_compiled_find_package PROPERTIES LABELS build TIMEOUT 600
+  PASS_REGULAR_EXPRESSION "calls [1-9][0-9]* of grove::compiled's products and defines none.*consumer ok: compiled mode [1-4], the loss fell to under half")
 set_tests_properties(consumer_find_package consumer_add_subdirectory PROPERTIES
   LABELS build PASS_REGULAR_EXPRESSION "consumer ok: PyTreeDef\\(\\(\\*, \\(\\*, \\*\\)\\)\\)")
 

@@ -1,5 +1,7 @@
 # Script mode: builds and runs the consumer project against grove (MODE = find_package or
-# add_subdirectory; TREE_ONLY=ON for a consumer of the tree core on a machine without Eigen). For
+# add_subdirectory; TREE_ONLY=ON for a consumer of the tree core on a machine without Eigen;
+# COMPILED=ON for a consumer of grove::compiled, whose object file must call the library's
+# products and define none). For
 # find_package, grove is first configured and installed into WORK_DIR. Under add_subdirectory,
 # grove must add no install rules to its parent.
 function(run)
@@ -13,7 +15,11 @@ file(REMOVE_RECURSE ${WORK_DIR})
 set(extra)
 if(MODE STREQUAL "find_package")
   run(${CMAKE_COMMAND} -S ${GROVE_SOURCE_DIR} -B ${WORK_DIR}/grove-build -DCMAKE_CXX_COMPILER=${CXX}
-      -DGROVE_BUILD_TESTS=OFF -DGROVE_BUILD_EXAMPLES=OFF -DGROVE_BUILD_BENCHMARKS=OFF)
+      -DGROVE_BUILD_TESTS=OFF -DGROVE_BUILD_EXAMPLES=OFF -DGROVE_BUILD_BENCHMARKS=OFF
+      -DGROVE_COMPILED=${COMPILED})
+  if(COMPILED)  # grove::compiled is a library to build before it is installed
+    run(${CMAKE_COMMAND} --build ${WORK_DIR}/grove-build)
+  endif()
   run(${CMAKE_COMMAND} --install ${WORK_DIR}/grove-build --prefix ${WORK_DIR}/prefix)
   set(extra -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix)
 else()
@@ -22,9 +28,33 @@ endif()
 if(NOT TREE_ONLY)
   set(TREE_ONLY OFF)
 endif()
+if(NOT COMPILED)
+  set(COMPILED OFF)
+endif()
 run(${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${WORK_DIR}/build -DCMAKE_CXX_COMPILER=${CXX} -DMODE=${MODE}
-    -DTREE_ONLY=${TREE_ONLY} ${extra})
+    -DTREE_ONLY=${TREE_ONLY} -DCOMPILED=${COMPILED} ${extra})
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
+if(COMPILED)
+  # The program's own object file refers to the library's products and defines none of them.
+  file(GLOB_RECURSE objects ${WORK_DIR}/build/CMakeFiles/consumer.dir/*.o)
+  execute_process(COMMAND nm -C ${objects} OUTPUT_VARIABLE symbols RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "nm failed on ${objects}")
+  endif()
+  string(REGEX MATCHALL "[^\n]*gemm_slice<[^\n]*" products "${symbols}")
+  set(called 0)
+  foreach(line IN LISTS products)
+    if(line MATCHES "^ +U ")
+      math(EXPR called "${called} + 1")
+    else()
+      message(FATAL_ERROR "the program compiled a product of its own in compiled mode: ${line}")
+    endif()
+  endforeach()
+  if(called EQUAL 0)
+    message(FATAL_ERROR "the program calls none of grove::compiled's products:\n${symbols}")
+  endif()
+  message("the program calls ${called} of grove::compiled's products and defines none")
+endif()
 if(MODE STREQUAL "add_subdirectory")
   run(${CMAKE_COMMAND} --install ${WORK_DIR}/build --prefix ${WORK_DIR}/parent-prefix)
   file(GLOB_RECURSE installed ${WORK_DIR}/parent-prefix/*)

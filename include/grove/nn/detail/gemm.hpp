@@ -97,7 +97,29 @@
 #define GROVE_NN_GEMM_AVX512BF16 1
 #endif
 
+// The products' configuration: which path computes them (Eigen's kernel with grove's own kernels
+// dispatched at run time, Eigen's kernel alone, BLAS, the public product). It names the namespace
+// the code below lives in, so that translation units compiled differently (GROVE_NO_DISPATCH in
+// one of them, say) each keep their own products rather than share one unit's; and
+// grove::compiled, the library that compiles the products once (CMake option GROVE_COMPILED),
+// serves only the units whose configuration is its own (GROVE_COMPILED is defined to it), while
+// the others compile theirs as without it.
+#if defined(GROVE_NN_GEMM_BLAS)
+#define GROVE_NN_GEMM_CONFIG 3
+#define GROVE_NN_GEMM_NAMESPACE gemm_blas
+#elif defined(GROVE_NN_GEMM_PUBLIC)
+#define GROVE_NN_GEMM_CONFIG 4
+#define GROVE_NN_GEMM_NAMESPACE gemm_public
+#elif GROVE_DETAIL_DISPATCH
+#define GROVE_NN_GEMM_CONFIG 1
+#define GROVE_NN_GEMM_NAMESPACE gemm_dispatch
+#else
+#define GROVE_NN_GEMM_CONFIG 2
+#define GROVE_NN_GEMM_NAMESPACE gemm_eigen
+#endif
+
 namespace grove::nn::detail {
+inline namespace GROVE_NN_GEMM_NAMESPACE {
 
 using Index = Eigen::Index;
 
@@ -558,4 +580,21 @@ void gemm_slice(const Slice& s, View<const T> a, View<const T> b, View<T> c, T a
 #endif
 }
 
+#if defined(GROVE_COMPILED) && GROVE_COMPILED == GROVE_NN_GEMM_CONFIG
+// grove::compiled has these (src/nn_gemm.cpp): this unit calls them rather than compiling them.
+#define GROVE_NN_GEMM_EXTERN(TA, TB, T)                                                           \
+  extern template void gemm_slice<TA, TB, T>(const Slice&, View<const T>, View<const T>, View<T>, \
+                                             T, GemmScratch<T>&, Into, Precision);
+GROVE_NN_GEMM_EXTERN(false, false, float)
+GROVE_NN_GEMM_EXTERN(false, true, float)
+GROVE_NN_GEMM_EXTERN(true, false, float)
+GROVE_NN_GEMM_EXTERN(true, true, float)
+GROVE_NN_GEMM_EXTERN(false, false, double)
+GROVE_NN_GEMM_EXTERN(false, true, double)
+GROVE_NN_GEMM_EXTERN(true, false, double)
+GROVE_NN_GEMM_EXTERN(true, true, double)
+#undef GROVE_NN_GEMM_EXTERN
+#endif
+
+}  // namespace GROVE_NN_GEMM_NAMESPACE
 }  // namespace grove::nn::detail
