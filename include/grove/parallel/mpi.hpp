@@ -247,7 +247,7 @@ class Communicator {
   /// products; the rest is summed at the end (docs/parallel.md: "The reduction overlapping the
   /// backward pass"). Off by default: MPI moves a non-blocking collective only inside its calls,
   /// so the overlap is what the pass's few calls let through, and Open MPI's default algorithm for
-  /// MPI_Iallreduce on fewer than 4 ranks takes about twice the time of MPI_Allreduce's (its
+  /// MPI_Iallreduce on a few ranks is slower than MPI_Allreduce's (its
   /// coll_libnbc_iallreduce_algorithm parameter chooses another). On 2 ranks each element's sum is
   /// x0 + x1 either way, the same bits; on more, MPI may order a sum otherwise (the same on every
   /// rerun). Every rank must use the same setting (train_step checks it).
