@@ -114,29 +114,44 @@ inline Moves moves_of(const Staging& staging) {
 //   2. the longer runs, where they are, in pieces of at most a bucket: scaled, summed, divided.
 // Every device makes the same calls in the same order: the agreement check has made sure that
 // their trees have the same runs.
+// The shortest run of S elements that moves where it is: the staging's in-place size, rounded up.
+template <class S>
+std::size_t inplace_elements(const Staging& staging) {
+  return staging.inplace_bytes() / sizeof(S) + (staging.inplace_bytes() % sizeof(S) != 0 ? 1 : 0);
+}
+
+// to[0, k) = from[0, k) * in_scale, as a reduction scales a device's part: zeros when in_scale
+// is 0 (not 0 * x, which is NaN for x = inf or NaN), a copy when it is 1. from may be to.
+template <class S>
+void scale_run(const S* from, S* to, std::size_t k, S in_scale) {
+  if (in_scale == S(0))
+    std::fill_n(to, k, S(0));
+  else if (in_scale != S(1))
+    for (std::size_t i = 0; i < k; ++i) to[i] = from[i] * in_scale;
+  else if (from != to)
+    std::memcpy(to, from, k * sizeof(S));
+}
+
+// to[0, k) = from[0, k) / div, as a reduction divides the sums (a copy when div is 1). from may
+// be to.
+template <class S>
+void divide_run(const S* from, S* to, std::size_t k, S div) {
+  if (div != S(1))
+    for (std::size_t i = 0; i < k; ++i) to[i] = from[i] / div;
+  else if (from != to)
+    std::memcpy(to, from, k * sizeof(S));
+}
+
 template <class S, communicator C, class Runs, class OnHeader>
 void reduce_runs(C& comm, Staging& staging, Runs&& runs, S in_scale, std::span<S> header,
                  OnHeader&& on_header) {
   const std::size_t h = header.size();
   const std::size_t bucket = std::max<std::size_t>(h + 1, staging.bucket_bytes() / sizeof(S));
-  const std::size_t inplace =
-      staging.inplace_bytes() / sizeof(S) + (staging.inplace_bytes() % sizeof(S) != 0 ? 1 : 0);
+  const std::size_t inplace = inplace_elements<S>(staging);
   auto in_place = [&](Eigen::Index n) { return static_cast<std::size_t>(n) >= inplace; };
-  auto scale = [&](const S* from, S* to, std::size_t k) {
-    if (in_scale == S(0))  // not 0 * x, which is NaN for x = inf or NaN
-      std::fill_n(to, k, S(0));
-    else if (in_scale != S(1))
-      for (std::size_t i = 0; i < k; ++i) to[i] = from[i] * in_scale;
-    else if (from != to)
-      std::memcpy(to, from, k * sizeof(S));
-  };
+  auto scale = [&](const S* from, S* to, std::size_t k) { scale_run(from, to, k, in_scale); };
   S div = S(1);
-  auto divide = [&](const S* from, S* to, std::size_t k) {
-    if (div != S(1))
-      for (std::size_t i = 0; i < k; ++i) to[i] = from[i] / div;
-    else if (from != to)
-      std::memcpy(to, from, k * sizeof(S));
-  };
+  auto divide = [&](const S* from, S* to, std::size_t k) { divide_run(from, to, k, div); };
 
   std::size_t packed = h;
   runs([&](const S*, Eigen::Index n) {

@@ -62,7 +62,7 @@ class overlapped_reduction final : public nn::grad_listener<T> {
   overlapped_reduction(C& comm, Staging& staging, Grads& grads, T in_scale)
       : comm_(comm), pieces_(thread_overlap_pieces<T>()), in_scale_(in_scale) {
     const std::size_t bucket = std::max<std::size_t>(1, staging.bucket_bytes() / sizeof(T));
-    inplace_ = staging.inplace_bytes() / sizeof(T) + (staging.inplace_bytes() % sizeof(T) != 0);
+    inplace_ = inplace_elements<T>(staging);
     pieces_.clear();
     runs_of<T>(grads, [&](T* run, Eigen::Index n) {
       const auto size = static_cast<std::size_t>(n);
@@ -138,9 +138,7 @@ class overlapped_reduction final : public nn::grad_listener<T> {
     comm_.wait_all();
     if (error_) std::rethrow_exception(error_);
     if (header_error) std::rethrow_exception(header_error);
-    if (div != T(1))
-      for (const auto& p : pieces_)
-        for (std::size_t i = 0; i < p.size; ++i) p.data[i] /= div;
+    for (const auto& p : pieces_) divide_run(p.data, p.data, p.size, div);
   }
 
  private:
@@ -150,11 +148,7 @@ class overlapped_reduction final : public nn::grad_listener<T> {
     try {
       while (started_ < pieces_.size() && pieces_[started_].covered >= pieces_[started_].size) {
         auto& p = pieces_[started_];
-        // As reduce_runs scales: zeros rather than 0 * x, which is NaN for x = inf or NaN.
-        if (in_scale_ == T(0))
-          std::fill_n(p.data, p.size, T(0));
-        else if (in_scale_ != T(1))
-          for (std::size_t i = 0; i < p.size; ++i) p.data[i] *= in_scale_;
+        scale_run(p.data, p.data, p.size, in_scale_);
         comm_.iallreduce_sum(std::span<T>(p.data, p.size));
         ++started_;
       }
