@@ -9,7 +9,8 @@
 //   backward, per layer: dW = dZ A_prev^T   (one GEMM)
 //                        db = the row sums of dZ
 //                        dZ_prev = (W^T dZ) * D_prev   (one GEMM, then one pass)
-// with a barrier between layers. The first layer's input gradient is never computed. A
+// with a barrier between layers (each layer's work on a thread's slice is detail/dense_slices.hpp,
+// which a model's DenseLayer runs too). The first layer's input gradient is never computed. A
 // grad_listener set on the workspace (grove/nn/grad_listener.hpp) is told of each layer's dW and
 // db once the team has finished them (one more barrier per layer), before dZ_prev's product. In
 // sgd mode the weight gradients are not stored: W -= lr dZ A_prev^T is the GEMM itself, run once
@@ -31,6 +32,7 @@
 #include "grove/detail/bf16.hpp"
 #include "grove/nn/activations.hpp"
 #include "grove/nn/dense.hpp"
+#include "grove/nn/detail/dense_slices.hpp"
 #include "grove/nn/detail/gemm.hpp"
 #include "grove/nn/detail/pass_memory.hpp"
 
@@ -363,23 +365,20 @@ struct engine {
       GemmScratch<T>& scratch = ws.pass_.scratch[static_cast<std::size_t>(tid)];
       // --- forward ---
       for (std::size_t l = 0; l < L; ++l) {
-        const Index out = width[l + 1], in = width[l];
+        const Index out = width[l + 1];
         const View<T> z = z_of(l);
-        const Slice s = slice_of(out, batch, in, tid, team);
-        const T* b = net.layer(l).b.data();
-        for (Index j = s.cols.begin; j < s.cols.end; ++j)
-          std::copy(b + s.rows.begin, b + s.rows.end, z.col(j) + s.rows.begin);
-        gemm_slice<false, false>(s, w_of(l), a_of(l), z, T(1), scratch, Into::add, precision);
-        if (l + 1 == L && round_output) round_output_slice(s, z);
-        if (l + 1 < L) {
-          for (Index j = s.cols.begin; j < s.cols.end; ++j) {
-            T* zj = z.col(j) + s.rows.begin;
-            if constexpr (training)
-              net.forward_train(l, zj, ws.a_[l].data() + j * out + s.rows.begin, s.rows.size());
-            else
-              net.forward(l, zj, zj, s.rows.size());
-          }
-        }
+        dense_forward_slice(w_of(l), net.layer(l).b.data(), a_of(l), z, tid, team, scratch,
+                            precision, [&](Index j, Index begin, Index end) {
+                              T* zj = z.col(j) + begin;
+                              if (l + 1 == L) {
+                                if (round_output) round_output_piece(zj, end - begin);
+                              } else if constexpr (training) {
+                                net.forward_train(l, zj, ws.a_[l].data() + j * out + begin,
+                                                  end - begin);
+                              } else {
+                                net.forward(l, zj, zj, end - begin);
+                              }
+                            });
         if (l + 1 < L) barrier(team);
       }
       if constexpr (M != mode::predict) {
@@ -403,29 +402,22 @@ struct engine {
           const Index out = width[l + 1], in = width[l];
           const View<const T> dz{ws.z_[l].data(), out, batch, out};
           if constexpr (M == mode::train) {  // dW = dZ A_prev^T
-            const View<T> dw{net.grad(l).w.data(), out, in, out};
-            const Slice s = slice_of(out, in, batch, tid, team);
-            gemm_slice<false, true>(s, dz, a_of(l), dw, T(1), scratch, Into::overwrite, precision);
+            dense_weight_grad_slice(dz, a_of(l), View<T>{net.grad(l).w.data(), out, in, out}, T(1),
+                                    Into::overwrite, tid, team, scratch, precision);
           } else if (l + 1 < L) {  // W_next -= lr dZ_next A^T, now that W_next's dA is done
             const Index n_out = width[l + 2];
             const View<const T> dz_next{ws.z_[l + 1].data(), n_out, batch, n_out};
             auto& w = net.grad(l + 1).w;  // sgd mode: the layer itself
-            const Slice s = slice_of(n_out, out, batch, tid, team);
-            gemm_slice<false, true>(s, dz_next, a_of(l + 1),
-                                    View<T>{w.data(), w.rows(), w.cols(), w.rows()}, -lr, scratch,
-                                    Into::add, precision);
+            dense_weight_grad_slice(dz_next, a_of(l + 1),
+                                    View<T>{w.data(), w.rows(), w.cols(), w.rows()}, -lr, Into::add,
+                                    tid, team, scratch, precision);
           }
-          {  // db = the sum of dZ's columns, in column order
-            const Range r = share(out, tid, team);
-            if (!r.empty()) {
-              auto db = M == mode::train
-                            ? Eigen::Map<Vector<T>>(net.grad(l).b.data() + r.begin, r.size())
-                            : Eigen::Map<Vector<T>>(ws.bias_.data() + r.begin, r.size());
-              db.setZero();
-              for (Index j = 0; j < batch; ++j)
-                db += Eigen::Map<const Vector<T>>(dz.col(j) + r.begin, r.size());
-              if constexpr (M == mode::sgd) net.grad(l).b.segment(r.begin, r.size()) -= lr * db;
-            }
+          if constexpr (M == mode::train) {  // db = the sum of dZ's columns, in column order
+            dense_bias_grad_share(dz, net.grad(l).b.data(), tid, team);
+          } else {  // b -= lr db
+            const Range r = dense_bias_grad_share(dz, ws.bias_.data(), tid, team);
+            if (!r.empty())
+              net.grad(l).b.segment(r.begin, r.size()) -= lr * ws.bias_.segment(r.begin, r.size());
           }
           if (listener) {  // layer l's gradients are final: the listener may start moving them
             barrier(team);
@@ -437,23 +429,21 @@ struct engine {
           }
           if (l > 0) {  // dZ_prev = (W^T dZ) * f'(Z_prev)
             const View<T> da{ws.da_.data(), in, batch, in};
-            const Slice s = slice_of(in, batch, out, tid, team);
-            gemm_slice<true, false>(s, w_of(l), dz, da, T(1), scratch, Into::overwrite, precision);
             const View<T> d = z_of(l - 1);
-            for (Index j = s.cols.begin; j < s.cols.end; ++j) {
-              Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> dj(d.col(j) + s.rows.begin,
-                                                                s.rows.size());
-              dj *= Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(da.col(j) + s.rows.begin,
-                                                                         s.rows.size());
-            }
+            dense_input_grad_slice(w_of(l), dz, da, tid, team, scratch, precision,
+                                   [&](Index j, Index begin, Index end) {
+                                     Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> dj(
+                                         d.col(j) + begin, end - begin);
+                                     dj *= Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(
+                                         da.col(j) + begin, end - begin);
+                                   });
           }
           if (listener && l > 0 && tid == 0) listener->progress();
           if constexpr (M == mode::sgd) {
             if (l == 0) {  // W_0 -= lr dZ_0 X^T (dZ_0 is complete, and nothing reads W_0 any more)
               auto& w = net.grad(0).w;
-              const Slice s = slice_of(out, in, batch, tid, team);
-              gemm_slice<false, true>(s, dz, x, View<T>{w.data(), w.rows(), w.cols(), w.rows()},
-                                      -lr, scratch, Into::add, precision);
+              dense_weight_grad_slice(dz, x, View<T>{w.data(), w.rows(), w.cols(), w.rows()}, -lr,
+                                      Into::add, tid, team, scratch, precision);
             }
           }
           if (l > 0) barrier(team);
@@ -473,18 +463,10 @@ struct engine {
     return total;
   }
 
-  static void reserve_slice(GemmScratch<T>& s, Index m, Index n, Index k, int tid, int nt,
-                            Precision precision) {
-    const Slice sl = slice_of(m, n, k, tid, nt);
-    if (!sl.empty()) s.reserve(sl.rows.size(), sl.cols.size(), k, precision);
-  }
-
-  // The model's output rounded to bfloat16 (a policy's output dtype), the slice this thread
-  // computed.
-  static void round_output_slice(const Slice& s, View<T> z) {
-    if constexpr (std::is_same_v<T, float>)
-      for (Index j = s.cols.begin; j < s.cols.end; ++j)
-        ::grove::detail::round_to_bf16(z.col(j) + s.rows.begin, s.rows.size());
+  // The model's output rounded to bfloat16 (a policy's output dtype), a piece of a column that
+  // this thread computed.
+  static void round_output_piece(T* z, Index n) {
+    if constexpr (std::is_same_v<T, float>) ::grove::detail::round_to_bf16(z, n);
   }
 
   // Gives grads the network's shapes (allocating only when they differ).

@@ -15,6 +15,7 @@
 #include <variant>
 #include <vector>
 
+#include "grove/nn/detail/dense_slices.hpp"
 #include "grove/nn/detail/layer_dispatch.hpp"
 
 namespace grove::nn {
@@ -66,6 +67,7 @@ struct DenseLayer {
 
   /// forward, and then epilogue(j, begin, end) on each column piece [begin, end) of y that this
   /// thread computed, while it is in cache (a sequence fuses the activation after it this way).
+  /// The work is the engine's own (detail/dense_slices.hpp): the same sums in the same order.
   template <class T, class Epilogue>
   void forward_then(const Dense<T>& p, ConstMatrixMap<T> x, MatrixMap<T> y, std::span<T>,
                     const layer_context& ctx, Epilogue&& epilogue) const {
@@ -75,13 +77,8 @@ struct DenseLayer {
     const View<T> yv{y.data(), out, batch, out};
     const Precision precision = products_of(ctx);
     on_team<T>(ctx, [&](int tid, int team, GemmScratch<T>& scratch) {
-      const Slice s = slice_of(out, batch, in, tid, team);
-      if (s.empty()) return;
-      scratch.reserve(s.rows.size(), s.cols.size(), in, precision);
-      for (Index j = s.cols.begin; j < s.cols.end; ++j)
-        std::copy(p.b.data() + s.rows.begin, p.b.data() + s.rows.end, yv.col(j) + s.rows.begin);
-      gemm_slice<false, false>(s, w, xv, yv, T(1), scratch, Into::add, precision);
-      for (Index j = s.cols.begin; j < s.cols.end; ++j) epilogue(j, s.rows.begin, s.rows.end);
+      reserve_slice(scratch, out, batch, in, tid, team, precision);
+      dense_forward_slice(w, p.b.data(), xv, yv, tid, team, scratch, precision, epilogue);
     });
   }
 
@@ -105,23 +102,14 @@ struct DenseLayer {
         dyv{dy.data(), out, batch, out};
     const Precision precision = products_of(ctx);
     on_team<T>(ctx, [&](int tid, int team, GemmScratch<T>& scratch) {
-      const Slice sw = slice_of(out, in, batch, tid, team);
-      if (!sw.empty()) scratch.reserve(sw.rows.size(), sw.cols.size(), batch, precision);
-      const Slice sx = want_dx ? slice_of(in, batch, out, tid, team) : Slice{};
-      if (!sx.empty()) scratch.reserve(sx.rows.size(), sx.cols.size(), out, precision);
-      gemm_slice<false, true>(sw, dyv, xv, View<T>{g.w.data(), out, in, out}, T(1), scratch,
-                              Into::overwrite, precision);
-      const Range r = share(out, tid, team);
-      if (!r.empty()) {
-        auto db = g.b.segment(r.begin, r.size());
-        db.setZero();
-        for (Index j = 0; j < batch; ++j) db += dy.col(j).segment(r.begin, r.size());
-      }
-      if (!sx.empty()) {
-        gemm_slice<true, false>(sx, w, dyv, View<T>{dx.data(), in, batch, in}, T(1), scratch,
-                                Into::overwrite, precision);
-        for (Index j = sx.cols.begin; j < sx.cols.end; ++j) epilogue(j, sx.rows.begin, sx.rows.end);
-      }
+      reserve_slice(scratch, out, in, batch, tid, team, precision);
+      if (want_dx) reserve_slice(scratch, in, batch, out, tid, team, precision);
+      dense_weight_grad_slice(dyv, xv, View<T>{g.w.data(), out, in, out}, T(1), Into::overwrite,
+                              tid, team, scratch, precision);
+      dense_bias_grad_share(dyv, g.b.data(), tid, team);
+      if (want_dx)
+        dense_input_grad_slice(w, dyv, View<T>{dx.data(), in, batch, in}, tid, team, scratch,
+                               precision, epilogue);
     });
   }
 
