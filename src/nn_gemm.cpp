@@ -14,17 +14,6 @@ static_assert(GROVE_COMPILED == GROVE_NN_GEMM_CONFIG,
 
 namespace grove::nn::detail {
 
-#define GROVE_NN_GEMM_INSTANTIATE(TA, TB, T)                                                  \
-  template void gemm_slice<TA, TB, T>(const Slice&, View<const T>, View<const T>, View<T>, T, \
-                                      GemmScratch<T>&, Into, Precision);
-GROVE_NN_GEMM_INSTANTIATE(false, false, float)
-GROVE_NN_GEMM_INSTANTIATE(false, true, float)
-GROVE_NN_GEMM_INSTANTIATE(true, false, float)
-GROVE_NN_GEMM_INSTANTIATE(true, true, float)
-GROVE_NN_GEMM_INSTANTIATE(false, false, double)
-GROVE_NN_GEMM_INSTANTIATE(false, true, double)
-GROVE_NN_GEMM_INSTANTIATE(true, false, double)
-GROVE_NN_GEMM_INSTANTIATE(true, true, double)
-#undef GROVE_NN_GEMM_INSTANTIATE
+GROVE_NN_GEMM_PRODUCTS(GROVE_NN_GEMM_INSTANCE)
 
 }  // namespace grove::nn::detail

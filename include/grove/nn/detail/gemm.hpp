@@ -580,19 +580,21 @@ void gemm_slice(const Slice& s, View<const T> a, View<const T> b, View<T> c, T a
 #endif
 }
 
+// The products grove::compiled compiles once (src/nn_gemm.cpp instantiates them, and units
+// configured as the library declare them extern below): one list, X(TA, TB, T) for each.
+// clang-format off
+#define GROVE_NN_GEMM_PRODUCTS(X)                                                              \
+  X(false, false, float)  X(false, true, float)  X(true, false, float)  X(true, true, float)  \
+  X(false, false, double) X(false, true, double) X(true, false, double) X(true, true, double)
+// clang-format on
+#define GROVE_NN_GEMM_INSTANCE(TA, TB, T)                                                     \
+  template void gemm_slice<TA, TB, T>(const Slice&, View<const T>, View<const T>, View<T>, T, \
+                                      GemmScratch<T>&, Into, Precision);
+
 #if defined(GROVE_COMPILED) && GROVE_COMPILED == GROVE_NN_GEMM_CONFIG
-// grove::compiled has these (src/nn_gemm.cpp): this unit calls them rather than compiling them.
-#define GROVE_NN_GEMM_EXTERN(TA, TB, T)                                                           \
-  extern template void gemm_slice<TA, TB, T>(const Slice&, View<const T>, View<const T>, View<T>, \
-                                             T, GemmScratch<T>&, Into, Precision);
-GROVE_NN_GEMM_EXTERN(false, false, float)
-GROVE_NN_GEMM_EXTERN(false, true, float)
-GROVE_NN_GEMM_EXTERN(true, false, float)
-GROVE_NN_GEMM_EXTERN(true, true, float)
-GROVE_NN_GEMM_EXTERN(false, false, double)
-GROVE_NN_GEMM_EXTERN(false, true, double)
-GROVE_NN_GEMM_EXTERN(true, false, double)
-GROVE_NN_GEMM_EXTERN(true, true, double)
+// grove::compiled has these: this unit calls them rather than compiling them.
+#define GROVE_NN_GEMM_EXTERN(TA, TB, T) extern GROVE_NN_GEMM_INSTANCE(TA, TB, T)
+GROVE_NN_GEMM_PRODUCTS(GROVE_NN_GEMM_EXTERN)
 #undef GROVE_NN_GEMM_EXTERN
 #endif
 
